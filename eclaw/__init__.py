@@ -1,0 +1,53 @@
+"""Eclaw: an event-driven asyncio web-crawling framework.
+
+The public API is deliberately small; events live in :mod:`eclaw.events`,
+middlewares in :mod:`eclaw.middlewares`, test helpers in :mod:`eclaw.testing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from eclaw.engine import Engine
+from eclaw.exceptions import CloseSpider, ConfigError, DropItem, EclawError, IgnoreRequest
+from eclaw.http import Request, Response
+from eclaw.settings import Settings
+from eclaw.spider import Spider
+from eclaw.stats import Stats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CloseSpider",
+    "ConfigError",
+    "DropItem",
+    "EclawError",
+    "Engine",
+    "IgnoreRequest",
+    "Request",
+    "Response",
+    "Settings",
+    "Spider",
+    "Stats",
+    "__version__",
+    "run",
+]
+
+
+def run(spider: type[Spider], *, outputs: Iterable[str | Path] = (), **overrides: Any) -> Stats:
+    """Crawl ``spider`` to the end from synchronous code and return its stats.
+
+    Settings come from the defaults, ``ECLAW_*`` environment variables, the
+    spider's ``custom_settings`` and then ``overrides`` (``concurrency=32``).
+    Not for use inside a running event loop: there, use :class:`Engine`.
+    """
+    engine = Engine(Settings.from_env(), overrides=overrides, outputs=outputs)
+
+    async def main() -> Stats:
+        async with engine:
+            return await engine.crawl(spider)
+
+    return asyncio.run(main())

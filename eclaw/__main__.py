@@ -1,0 +1,3 @@
+from eclaw.cli import main
+
+raise SystemExit(main())

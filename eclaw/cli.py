@@ -1,0 +1,179 @@
+"""Command line: ``eclaw crawl|list|demo|version`` (also ``python -m eclaw``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eclaw.engine import Engine
+from eclaw.exceptions import EclawError
+from eclaw.settings import Settings
+from eclaw.spider import Spider, load_spider, load_spiders
+from eclaw.stats import Stats
+
+__all__ = ["main"]
+
+logger = logging.getLogger(__name__)
+
+
+def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        key, sep, raw = value.partition("=")
+        if not sep or not key.strip():
+            raise EclawError(f"{flag} expects KEY=VALUE, got {value!r}")
+        pairs[key.strip()] = raw
+    return pairs
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eclaw", description="Event-driven asyncio web crawler.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crawl = sub.add_parser("crawl", help="run a spider from a Python file")
+    crawl.add_argument("spider", help="PATH.py or PATH.py:SpiderClass")
+    crawl.add_argument("-o", "--output", action="append", default=[], help="write items to FILE (.jsonl, .csv)")
+    crawl.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
+    crawl.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
+    crawl.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+
+    lister = sub.add_parser("list", help="list the spiders in a file")
+    lister.add_argument("path")
+
+    demo = sub.add_parser("demo", help="crawl the bundled demo shop (or just serve it)")
+    demo.add_argument("--serve", action="store_true", help="only serve the demo site")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
+    demo.add_argument("-o", "--output", default="demo-items.jsonl")
+
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``eclaw`` command; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except EclawError as exc:
+        print(f"eclaw: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("eclaw: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "version":
+        from eclaw import __version__
+
+        print(f"eclaw {__version__}")
+        return 0
+    if args.command == "list":
+        for cls in load_spiders(args.path):
+            print(f"{cls.name or '(no name)'}\t{args.path}:{cls.__name__}")
+        return 0
+    settings = Settings.from_env()
+    if args.command == "demo":
+        _setup_logging(settings.log_level)
+        return asyncio.run(_demo(args, settings))
+    overrides = _pairs(args.set, "-s")
+    settings.replace(overrides)  # a bad -s fails here, before any import work
+    spider_cls = load_spider(args.spider)
+    level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
+    _setup_logging(str(level))
+    engine = Engine(settings, overrides=overrides, outputs=args.output)
+    stats = asyncio.run(_crawl(engine, spider_cls, _pairs(args.arg, "-a")))
+    print(stats.summary())
+    if args.output:
+        print(f"items written to {', '.join(args.output)}")
+    return 0
+
+
+def _setup_logging(level: str) -> None:
+    name = level.upper()
+    if name not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise EclawError(f"bad log level {level!r} (use DEBUG, INFO, WARNING or ERROR)")
+    logging.basicConfig(level=name, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", force=True)
+
+
+async def _crawl(engine: Engine, spider: type[Spider], spider_args: dict[str, Any]) -> Stats:
+    """Run one crawl; SIGINT/SIGTERM stops it gracefully, a second one at once."""
+    loop = asyncio.get_running_loop()
+    crawl = engine.prepare(spider, **spider_args)
+    task = asyncio.current_task()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            logger.warning("%s: finishing in-flight requests (again to quit now)", signal.Signals(signum).name)
+            engine.stop(f"shutdown ({signal.Signals(signum).name})")
+        elif task is not None:
+            task.cancel()
+
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError):  # not the main thread / platform
+            pass
+    progress = asyncio.create_task(_report_progress(crawl.stats))
+    try:
+        async with engine:
+            return await engine.run_crawl(crawl)
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
+    finally:
+        progress.cancel()
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+async def _report_progress(stats: Stats, every: float = 5.0) -> None:
+    while True:
+        await asyncio.sleep(every)
+        rate = stats.responses_downloaded / max(stats.elapsed, 1e-9)
+        logger.info(
+            "progress: %d responses (%.0f/s), %d items, %d failed, %d dropped",
+            stats.responses_downloaded, rate, stats.items_stored, stats.requests_failed, stats.requests_dropped,
+        )
+
+
+async def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from aiohttp import web
+
+    from eclaw.demo.shop import ShopSpider
+    from eclaw.demo.site import make_app
+
+    runner = web.AppRunner(make_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, args.host, args.port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise EclawError(f"cannot serve the demo site on {args.host}:{args.port}: {exc.strerror}") from None
+    port = runner.addresses[0][1]
+    base_url = f"http://{args.host}:{port}"
+    try:
+        if args.serve:
+            print(f"demo shop at {base_url}/ (Ctrl-C to stop)", flush=True)
+            await asyncio.Event().wait()
+        print(f"demo shop at {base_url}/; crawling it with spiders/shop.py ...", flush=True)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        engine = Engine(settings, outputs=[args.output])
+        stats = await _crawl(engine, ShopSpider, {"base_url": base_url})
+    finally:
+        await runner.cleanup()
+    print(stats.summary())
+    print(f"{stats.items_stored} items written to {args.output}")
+    return 0

@@ -1,0 +1,448 @@
+"""One running crawl: the event queue, its dispatch loop and the component glue.
+
+Internal; users drive crawls through :class:`eclaw.Engine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+from eclaw.events import (
+    EngineIdle,
+    Event,
+    ItemDropped,
+    ItemParsed,
+    ItemStored,
+    RequestDropped,
+    RequestFailed,
+    RequestGenerated,
+    RequestScheduled,
+    ResponseDownloaded,
+    ResponseParsed,
+    SpiderClosed,
+    SpiderOpened,
+)
+from eclaw.exceptions import CloseSpider, ConfigError, DownloadError, DropItem, EclawError, HttpError, IgnoreRequest
+from eclaw.http import Request, Response
+from eclaw.middleware import Middleware, chain
+from eclaw.parser import Parser, is_item
+from eclaw.pipeline import DeadLetter, ItemPipeline
+from eclaw.scheduler import Scheduler
+from eclaw.downloader import Downloader
+from eclaw.settings import Settings
+from eclaw.spider import Spider
+from eclaw.stats import Stats
+
+logger = logging.getLogger("eclaw.engine")
+
+Handler = Callable[[Any], Awaitable[None]]
+
+
+class Crawl:
+    """State and dispatch loop of one spider run."""
+
+    def __init__(
+        self,
+        spider: Spider,
+        settings: Settings,
+        *,
+        scheduler: Scheduler,
+        downloader: Downloader,
+        parser: Parser,
+        middlewares: list[Middleware],
+        pipelines: list[ItemPipeline],
+        handlers: Callable[[type[Event]], tuple[Handler, ...]],
+    ) -> None:
+        self.spider = spider
+        self.settings = settings
+        self.stats = Stats(spider=spider.name)
+        self.scheduler = scheduler
+        self.downloader = downloader
+        self.parser = parser
+        self.pipelines = pipelines
+        self._user_handlers = handlers
+        self._fetch = chain(middlewares, self._fetch_checked)
+        self._dead_letter = DeadLetter(settings.dead_letter)
+        self._queue: deque[Event] = deque()
+        self._wakeup = asyncio.Event()
+        self._plans: dict[type[Event], tuple[Handler, ...]] = {}
+        self._internal: dict[type[Event], Handler] = {
+            RequestGenerated: self._on_generated,
+            RequestScheduled: self._on_scheduled,
+            ResponseDownloaded: self._on_downloaded,
+            ResponseParsed: self._on_parsed,
+            RequestFailed: self._on_failed,
+            RequestDropped: self._on_dropped,
+            ItemParsed: self._on_item,
+            ItemStored: self._on_item_stored,
+            ItemDropped: self._on_item_dropped,
+        }
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._downloads: dict[asyncio.Task[None], Request] = {}
+        self._busy = 0  # parse/errback tasks and items inside pipelines
+        self._items: deque[ItemParsed] = deque()
+        self._items_ready = asyncio.Event()
+        self._start_done = False
+        self._start_error: BaseException | None = None
+        self._emitted = 0
+        self._idle_mark = -1
+        self._stopping = False
+        self._stop_deadline: asyncio.TimerHandle | None = None
+        self._allowed_status = frozenset(spider.handle_httpstatus_list)
+
+    # -- public control -------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        """Queue ``event`` for dispatch."""
+        self._queue.append(event)
+        self._emitted += 1
+        self._wakeup.set()
+
+    def stop(self, reason: str = "shutdown") -> None:
+        """Stop scheduling; let in-flight downloads finish within ``shutdown_timeout``."""
+        if self._stopping:
+            return
+        logger.info("stopping crawl %r (%s); waiting for %d in-flight downloads",
+                    self.spider.name, reason, len(self._downloads))
+        self._stopping = True
+        self.stats.finish_reason = reason
+        loop = asyncio.get_running_loop()
+        self._stop_deadline = loop.call_later(self.settings.shutdown_timeout, self._abort_downloads)
+        self._wakeup.set()
+
+    def _abort_downloads(self) -> None:
+        for task in self._downloads:
+            task.cancel()
+
+    # -- main loop ------------------------------------------------------------------
+
+    async def run(self) -> Stats:
+        opened: list[Any] = []
+        try:
+            await self._open(opened)
+            self.emit(SpiderOpened(spider=self.spider))
+            self._spawn(self._feed_start_requests())
+            pipeline_task = asyncio.create_task(self._pipeline_worker())
+            self._tasks.add(pipeline_task)
+            await self._loop()
+            if not self.stats.finish_reason:
+                self.stats.finish_reason = "finished"
+        except asyncio.CancelledError:
+            self.stats.finish_reason = "cancelled"
+            raise
+        finally:
+            await self._close(opened)
+        if self._start_error is not None:
+            raise self._start_error
+        return self.stats
+
+    async def _open(self, opened: list[Any]) -> None:
+        await self.scheduler.open(self.spider, self.settings, self._wakeup.set)
+        opened.append(self.scheduler)
+        await self.downloader.open(self.spider, self.settings)
+        opened.append(self.downloader)
+        for pipeline in self.pipelines:
+            await pipeline.open(self.spider)
+            opened.append(pipeline)
+
+    async def _loop(self) -> None:
+        while True:
+            await self._drain()
+            if not self._stopping:
+                await self._pump()
+            if self._queue:
+                continue
+            if self._idle():
+                if self._emitted != self._idle_mark and not self._stopping:
+                    self.emit(EngineIdle(spider=self.spider))
+                    self._idle_mark = self._emitted
+                    continue
+                return
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def _idle(self) -> bool:
+        if self._downloads or self._busy or self._items:
+            return False
+        return self._stopping or (self._start_done and not self.scheduler.pending())
+
+    async def _drain(self) -> None:
+        queue = self._queue
+        while queue:
+            event = queue.popleft()
+            kind = type(event)
+            plan = self._plans.get(kind)
+            if plan is None:
+                plan = self._plans[kind] = self._plan(kind)
+            for handler in plan:
+                try:
+                    await handler(event)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._handler_failed(handler, event, exc)
+
+    def _plan(self, kind: type[Event]) -> tuple[Handler, ...]:
+        internal = self._internal.get(kind)
+        return self._user_handlers(kind) + ((internal,) if internal else ())
+
+    def _handler_failed(self, handler: Handler, event: Event, exc: Exception) -> None:
+        self.stats.handler_errors += 1
+        name = getattr(handler, "__qualname__", repr(handler))
+        logger.error("handler %s failed on %s: %s: %s", name, type(event).__name__,
+                     type(exc).__name__, exc, exc_info=exc)
+
+    async def _pump(self) -> None:
+        while True:
+            request = await self.scheduler.next_request()
+            if request is None:
+                return
+            task = asyncio.create_task(self._download(request))
+            self._downloads[task] = request
+            self.emit(RequestScheduled(request=request))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- start requests -------------------------------------------------------------
+
+    async def _feed_start_requests(self) -> None:
+        try:
+            produced = self.spider.start_requests()
+            high_water = max(1000, self.settings.concurrency * 8)
+            async for request in _iterate(produced):
+                if self._stopping:
+                    break
+                if not isinstance(request, Request):
+                    raise ConfigError(f"start_requests() yielded {request!r}, not a Request")
+                self.emit(RequestGenerated(request=request))
+                while self.scheduler.pending() > high_water and not self._stopping:
+                    await asyncio.sleep(0.005)  # let the frontier drain before adding more
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            message = f"start_requests() of spider {self.spider.name!r} failed: {type(exc).__name__}: {exc}"
+            logger.error(message)
+            self._start_error = exc if isinstance(exc, EclawError) else ConfigError(message)
+            self.stop("start_requests error")
+        finally:
+            self._start_done = True
+            self._wakeup.set()
+
+    # -- request lifecycle ----------------------------------------------------------
+
+    async def _on_generated(self, event: RequestGenerated) -> None:
+        self.stats.requests_generated += 1
+        try:
+            reason = await self.scheduler.enqueue(event.request)
+        except Exception as exc:
+            logger.error("scheduler failed on %s: %s", event.request, exc, exc_info=exc)
+            self.emit(RequestFailed(request=event.request, reason="scheduler error", error=exc))
+            return
+        if reason is not None:
+            self.emit(RequestDropped(request=event.request, reason=reason))
+
+    async def _on_scheduled(self, event: RequestScheduled) -> None:
+        self.stats.requests_scheduled += 1
+
+    async def _fetch_checked(self, request: Request) -> Response:
+        response = await self.downloader.fetch(request)
+        if response.status >= 400 and response.status not in self._allowed_status:
+            meta = request.meta
+            if not meta.get("handle_httpstatus_all") and response.status not in meta.get(
+                "handle_httpstatus_list", ()
+            ):
+                raise HttpError(response)
+        return response
+
+    async def _download(self, request: Request) -> None:
+        try:
+            response = await self._fetch(request)
+        except IgnoreRequest as exc:
+            self.emit(RequestDropped(request=request, reason=exc.reason))
+        except DownloadError as exc:
+            logger.warning("failed %s: %s", request.url, exc)
+            self.emit(RequestFailed(request=request, reason=exc.reason, error=exc))
+        except asyncio.CancelledError:
+            self.stats.requests_pending += 1  # aborted by shutdown: not crawled
+            raise
+        except Exception as exc:
+            logger.error("error downloading %s: %s: %s", request.url, type(exc).__name__, exc, exc_info=exc)
+            self.emit(RequestFailed(request=request, reason=f"error: {type(exc).__name__}", error=exc))
+        else:
+            self.emit(ResponseDownloaded(request=response.request, response=response))
+        finally:
+            del self._downloads[asyncio.current_task()]  # type: ignore[arg-type]
+            try:
+                await self.scheduler.release(request)
+            finally:
+                self._wakeup.set()
+
+    async def _on_downloaded(self, event: ResponseDownloaded) -> None:
+        response = event.response
+        self.stats.responses_downloaded += 1
+        self.stats.status_counts[response.status] += 1
+        self.stats.bytes_downloaded += len(response.body)
+        self._busy += 1
+        self._spawn(self._parse(response))
+
+    async def _parse(self, response: Response) -> None:
+        request = response.request
+        counts = [0, 0]
+        try:
+            await self._collect(self.parser.parse(response, self.spider), request, response, counts)
+        except CloseSpider as exc:
+            self.stop(f"closespider: {exc.reason}")
+            self.emit(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
+            self.emit(RequestFailed(request=request, reason=f"callback error: {type(exc).__name__}", error=exc))
+        else:
+            self.emit(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+        finally:
+            self._busy -= 1
+            self._wakeup.set()
+
+    async def _collect(
+        self, outputs: AsyncIterator[object], request: Request, response: Response | None, counts: list[int]
+    ) -> None:
+        async for value in outputs:
+            if isinstance(value, Request):
+                value.depth = request.depth + 1
+                counts[1] += 1
+                self.emit(RequestGenerated(request=value, parent=response))
+            elif is_item(value):
+                counts[0] += 1
+                self.emit(ItemParsed(item=value, response=response))
+            else:
+                raise TypeError(f"callback yielded {type(value).__name__}: expected an item (dict, dataclass) or Request")
+
+    async def _on_parsed(self, event: ResponseParsed) -> None:
+        self.stats.requests_parsed += 1
+
+    async def _on_failed(self, event: RequestFailed) -> None:
+        if not event.final:
+            return
+        self.stats.requests_failed += 1
+        self.stats.failed_by_reason[event.reason] += 1
+        if event.request.errback is not None:
+            self._busy += 1
+            self._spawn(self._recover(event))
+
+    async def _recover(self, event: RequestFailed) -> None:
+        response = event.error.response if isinstance(event.error, HttpError) else None
+        try:
+            await self._collect(self.parser.recover(event, self.spider), event.request, response, [0, 0])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.stats.handler_errors += 1
+            logger.error("errback failed for %s: %s: %s", event.request.url, type(exc).__name__, exc, exc_info=exc)
+        finally:
+            self._busy -= 1
+            self._wakeup.set()
+
+    async def _on_dropped(self, event: RequestDropped) -> None:
+        self.stats.requests_dropped += 1
+        self.stats.dropped_by_reason[event.reason] += 1
+        logger.debug("dropped %s (%s)", event.request.url, event.reason)
+
+    # -- items ----------------------------------------------------------------------
+
+    async def _on_item(self, event: ItemParsed) -> None:
+        self.stats.items_parsed += 1
+        self._items.append(event)
+        self._items_ready.set()
+
+    async def _pipeline_worker(self) -> None:
+        spider = self.spider
+        while True:
+            while not self._items:
+                self._items_ready.clear()
+                await self._items_ready.wait()
+            event = self._items[0]
+            item, stage = event.item, "pipeline"
+            try:
+                for pipeline in self.pipelines:
+                    stage = repr(pipeline)
+                    item = await pipeline.process_item(item, spider)
+                    if item is None:
+                        raise DropItem(f"{stage} returned None")
+            except DropItem as exc:
+                self.emit(ItemDropped(item=item, response=event.response, reason=exc.reason))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                url = event.response.url if event.response is not None else None
+                self._dead_letter.write(event.item, error=exc, stage=stage, url=url)
+                self.emit(ItemDropped(item=event.item, response=event.response,
+                                      reason=f"pipeline error: {type(exc).__name__}"))
+            else:
+                self.emit(ItemStored(item=item, response=event.response))
+            finally:
+                self._items.popleft()
+                self._wakeup.set()
+
+    async def _on_item_stored(self, event: ItemStored) -> None:
+        self.stats.items_stored += 1
+
+    async def _on_item_dropped(self, event: ItemDropped) -> None:
+        self.stats.items_dropped += 1
+        self.stats.items_dropped_by_reason[event.reason] += 1
+
+    # -- shutdown -------------------------------------------------------------------
+
+    async def _close(self, opened: list[Any]) -> None:
+        if self._stop_deadline is not None:
+            self._stop_deadline.cancel()
+        tasks = [*self._tasks, *self._downloads]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.stats.requests_pending += self.scheduler.pending()
+        for component in reversed(opened):
+            try:
+                if component is self.scheduler:
+                    await self.scheduler.close()
+                elif component is self.downloader:
+                    await self.downloader.close()
+                else:
+                    await component.close(self.spider)
+            except Exception as exc:
+                logger.error("error closing %r: %s", component, exc, exc_info=exc)
+        self._dead_letter.close()
+        self.stats.finished_at = time.time()
+        if self.stats.finish_reason != "cancelled":
+            await self._dispatch_closed()
+
+    async def _dispatch_closed(self) -> None:
+        event = SpiderClosed(spider=self.spider, stats=self.stats)
+        for handler in self._user_handlers(SpiderClosed):
+            try:
+                await handler(event)
+            except Exception as exc:
+                self._handler_failed(handler, event, exc)
+
+
+async def _iterate(produced: Any) -> AsyncIterator[Any]:
+    if inspect.isawaitable(produced):
+        produced = await produced
+    if hasattr(produced, "__aiter__"):
+        async for value in produced:
+            yield value
+    elif isinstance(produced, Iterable):
+        for value in produced:
+            yield value
+    elif produced is not None:
+        raise ConfigError(f"start_requests() returned {type(produced).__name__}, not requests")

@@ -1,0 +1,60 @@
+"""Duplicate filters: remember request fingerprints in bounded or exact memory."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pybloom_live import ScalableBloomFilter
+
+__all__ = ["BloomDupeFilter", "DupeFilter", "SetDupeFilter"]
+
+
+@runtime_checkable
+class DupeFilter(Protocol):
+    """Remembers fingerprints. ``add`` returns ``False`` if it was already seen."""
+
+    def add(self, fp: bytes) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+
+class BloomDupeFilter:
+    """Scalable Bloom filter: about 1.8 MB per million URLs at 0.1 % false positives.
+
+    A false positive drops a new URL as a duplicate; keep ``error_rate`` low.
+    """
+
+    def __init__(self, capacity: int = 1_000_000, error_rate: float = 0.001) -> None:
+        self._bloom = ScalableBloomFilter(initial_capacity=capacity, error_rate=error_rate)
+        self._count = 0
+
+    def add(self, fp: bytes) -> bool:
+        # ScalableBloomFilter.add returns True when the key was (probably) present.
+        if self._bloom.add(fp):
+            return False
+        self._count += 1
+        return True
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __repr__(self) -> str:
+        return f"BloomDupeFilter(seen={self._count})"
+
+
+class SetDupeFilter:
+    """Exact set of fingerprints: no false positives, ~100 bytes per URL."""
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+
+    def add(self, fp: bytes) -> bool:
+        before = len(self._seen)
+        self._seen.add(fp)
+        return len(self._seen) != before
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def __repr__(self) -> str:
+        return f"SetDupeFilter(seen={len(self._seen)})"

@@ -1,0 +1,262 @@
+"""The Engine: event subscriptions, configuration, and running crawls."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from eclaw.crawl import Crawl, Handler
+from eclaw.downloader import Downloader, HttpDownloader
+from eclaw.events import Event
+from eclaw.exceptions import ConfigError
+from eclaw.exporters import exporter_for
+from eclaw.middleware import Middleware
+from eclaw.middlewares import defaults
+from eclaw.parser import CallbackParser, Parser
+from eclaw.pipeline import as_pipeline
+from eclaw.scheduler import DefaultScheduler, Scheduler
+from eclaw.settings import Settings
+from eclaw.spider import Spider
+from eclaw.stats import Stats
+
+__all__ = ["Engine", "ItemStream"]
+
+logger = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=Event)
+SpiderArg = type[Spider] | Spider
+
+
+class Engine:
+    """Runs crawls and dispatches their events to subscribed handlers.
+
+    Args:
+        settings: base settings (defaults if omitted); a spider's
+            ``custom_settings`` apply on top, then ``overrides``.
+        overrides: settings that win over the spider's (CLI ``-s``).
+        middlewares: download middlewares, outermost first; ``None`` means
+            :func:`eclaw.middlewares.defaults`.
+        pipelines: item pipelines (objects or async functions), in order.
+        outputs: feed files (``.jsonl``, ``.csv``) or pipelines, run after
+            ``pipelines``; a fresh exporter per crawl.
+        scheduler: factory of a :class:`~eclaw.scheduler.Scheduler` per crawl.
+        downloader: factory of a :class:`~eclaw.downloader.Downloader` per crawl.
+        parser: the :class:`~eclaw.parser.Parser`.
+
+    Use it inside a running event loop::
+
+        async with Engine() as engine:
+            stats = await engine.crawl(MySpider)
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        middlewares: Iterable[Middleware] | None = None,
+        pipelines: Iterable[Any] = (),
+        outputs: Iterable[str | Path] = (),
+        scheduler: Callable[[], Scheduler] = DefaultScheduler,
+        downloader: Callable[[], Downloader] = HttpDownloader,
+        parser: Parser | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings()
+        self._overrides = dict(overrides or {})
+        self.settings.replace(self._overrides)  # fail now on a bad override
+        self._middlewares = list(defaults() if middlewares is None else middlewares)
+        for middleware in self._middlewares:
+            if not callable(middleware):
+                raise ConfigError(f"middleware {middleware!r} is not callable (expected mw(request, call_next))")
+        self._pipelines = [as_pipeline(p) for p in pipelines]
+        self._outputs = list(outputs)
+        for output in self._outputs:
+            exporter_for(output)  # fail now on a bad path or format
+        self._make_scheduler = scheduler
+        self._make_downloader = downloader
+        self._parser = parser if parser is not None else CallbackParser()
+        self._subs: dict[type[Event], list[tuple[int, int, Handler]]] = {}
+        self._seq = itertools.count()
+        self._frozen = False
+        self._crawls: set[Crawl] = set()
+        self._streams: set[asyncio.Task[Stats]] = set()
+
+    # -- subscriptions --------------------------------------------------------------
+
+    def subscribe(
+        self, kind: type[E], handler: Callable[[E], Awaitable[None]], *, priority: int = 0
+    ) -> Callable[[], None]:
+        """Call ``await handler(event)`` for every event of type ``kind`` (or a subclass).
+
+        Handlers run in ``priority`` order (lower first), then in order of
+        subscription, before the component that owns the event. A handler
+        that raises is logged and counted (``stats.handler_errors``); the crawl
+        goes on. Returns a function that unsubscribes. Subscribing after the
+        engine started raises ``RuntimeError``.
+        """
+        if self._frozen:
+            raise RuntimeError("cannot subscribe after the engine started")
+        if not (isinstance(kind, type) and issubclass(kind, Event)):
+            raise TypeError(f"subscribe() needs an Event class, got {kind!r}")
+        call = getattr(handler, "__call__", None)  # noqa: B004 - async __call__ objects count
+        if not (inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)):
+            raise TypeError(f"handler {handler!r} must be an async function")
+        entry = (priority, next(self._seq), handler)
+        self._subs.setdefault(kind, []).append(entry)
+
+        def unsubscribe() -> None:
+            if self._frozen:
+                raise RuntimeError("cannot unsubscribe after the engine started")
+            self._subs[kind].remove(entry)
+
+        return unsubscribe
+
+    def on(self, kind: type[E], *, priority: int = 0) -> Callable[[Callable[[E], Awaitable[None]]], Callable[[E], Awaitable[None]]]:
+        """Decorator form of :meth:`subscribe`: ``@engine.on(ItemParsed)``."""
+
+        def register(handler: Callable[[E], Awaitable[None]]) -> Callable[[E], Awaitable[None]]:
+            self.subscribe(kind, handler, priority=priority)
+            return handler
+
+        return register
+
+    def _handlers_for(self, kind: type[Event]) -> tuple[Handler, ...]:
+        entries = [e for base in kind.__mro__ for e in self._subs.get(base, ())]
+        return tuple(handler for _, _, handler in sorted(entries, key=lambda e: (e[0], e[1])))
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Engine:
+        self._frozen = True
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for task in list(self._streams):
+            task.cancel()
+        if self._streams:
+            await asyncio.gather(*self._streams, return_exceptions=True)
+
+    def stop(self, reason: str = "shutdown") -> None:
+        """Gracefully stop every running crawl: no new downloads, in-flight ones
+        finish (within ``shutdown_timeout``), items are flushed."""
+        for crawl in list(self._crawls):
+            crawl.stop(reason)
+
+    # -- crawling -------------------------------------------------------------------
+
+    def prepare(self, spider: SpiderArg, **spider_args: Any) -> Crawl:
+        """Build (but do not start) a crawl of ``spider``; validates everything first."""
+        self._frozen = True
+        if isinstance(spider, type) and issubclass(spider, Spider):
+            instance = spider(**spider_args)
+        elif isinstance(spider, Spider):
+            if spider_args:
+                raise TypeError("spider arguments need a Spider class, not an instance")
+            instance = spider
+        else:
+            raise ConfigError(f"not a Spider subclass: {spider!r}")
+        try:
+            settings = self.settings.replace(instance.custom_settings).replace(self._overrides)
+        except ConfigError as exc:
+            raise ConfigError(f"spider {instance.name!r}: {exc}") from None
+        pipelines = [as_pipeline(p) for p in instance.pipelines] + self._pipelines
+        pipelines += [exporter_for(o) if isinstance(o, str | Path) else as_pipeline(o) for o in self._outputs]
+        return Crawl(
+            instance,
+            settings,
+            scheduler=self._make_scheduler(),
+            downloader=self._make_downloader(),
+            parser=self._parser,
+            middlewares=[*self._middlewares, *instance.middlewares],
+            pipelines=pipelines,
+            handlers=self._handlers_for,
+        )
+
+    async def crawl(self, spider: SpiderArg, **spider_args: Any) -> Stats:
+        """Run a crawl of ``spider`` to the end and return its :class:`Stats`.
+
+        Keyword arguments are passed to the spider's constructor. Cancelling
+        the awaiting task closes the session, pipelines and files cleanly.
+        """
+        return await self.run_crawl(self.prepare(spider, **spider_args))
+
+    async def run_crawl(self, crawl: Crawl) -> Stats:
+        """Run a crawl made by :meth:`prepare`."""
+        self._crawls.add(crawl)
+        try:
+            stats = await crawl.run()
+        finally:
+            self._crawls.discard(crawl)
+        logger.info("crawl %r %s: %d requests, %d items in %.1fs", crawl.spider.name, stats.finish_reason,
+                    stats.requests_generated, stats.items_stored, stats.elapsed)
+        return stats
+
+    def items(self, spider: SpiderArg, *, buffer: int = 100, **spider_args: Any) -> ItemStream:
+        """Run a crawl in the background and yield its stored items as they arrive.
+
+        ``buffer`` bounds the items waiting for the consumer: a slow consumer
+        slows the crawl instead of growing memory. Leaving the ``async for``
+        early stops the crawl.
+        """
+        return ItemStream(self, spider, buffer, spider_args)
+
+
+class ItemStream:
+    """``async for item in engine.items(MySpider)``; ``stats`` once finished."""
+
+    def __init__(self, engine: Engine, spider: SpiderArg, buffer: int, spider_args: dict[str, Any]) -> None:
+        self._engine = engine
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=max(1, buffer))
+        self._crawl = engine.prepare(spider, **spider_args)
+        self._crawl.pipelines.append(_QueueSink(self._queue))
+        self.stats: Stats | None = None
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Any]:
+        done = object()
+        task = asyncio.create_task(self._engine.run_crawl(self._crawl))
+        self._engine._streams.add(task)
+        task.add_done_callback(lambda _: self._queue.put_nowait(done) if not self._queue.full() else None)
+        try:
+            while True:
+                if task.done() and self._queue.empty():
+                    break
+                item = await self._queue.get()
+                if item is done:
+                    if self._queue.empty():
+                        break
+                    continue
+                yield item
+            self.stats = await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            self._engine._streams.discard(task)
+
+
+class _QueueSink:
+    def __init__(self, queue: asyncio.Queue[Any]) -> None:
+        self._queue = queue
+
+    def __repr__(self) -> str:
+        return "ItemStream"
+
+    async def open(self, spider: Spider) -> None:
+        return None
+
+    async def process_item(self, item: Any, spider: Spider) -> Any:
+        await self._queue.put(item)
+        return item
+
+    async def close(self, spider: Spider) -> None:
+        return None
+
+

@@ -1,0 +1,153 @@
+"""Events: every step of a request's life, as a typed value.
+
+Each event is a frozen, slotted, keyword-only dataclass named in the past
+tense; its class is the dispatch key. Subscribing to a base class
+(``Event``, ``RequestEvent``, ``ItemEvent``) receives every subclass.
+
+==================  ========================================  ==========================
+event               emitted by                                handled by
+==================  ========================================  ==========================
+RequestGenerated    spider start, callbacks (parser)          Scheduler
+RequestScheduled    Scheduler, when a download slot is free   middleware + Downloader
+ResponseDownloaded  Downloader                                Parser
+ResponseParsed      Parser, after the callback finished       (terminal: parsed)
+ItemParsed          Parser (callback yielded an item)         Pipeline
+RequestFailed       Downloader / Parser / middleware          errback; final = terminal
+RequestDropped      Scheduler / middleware (IgnoreRequest)    (terminal: dropped)
+ItemStored          Pipeline, every pipeline passed           -
+ItemDropped         Pipeline (DropItem or a pipeline error)   -
+SpiderOpened        engine, before the first request          -
+SpiderClosed        engine, after the last event              -
+EngineIdle          engine, when nothing is queued or running handlers may add requests
+==================  ========================================  ==========================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eclaw.http import Request, Response
+    from eclaw.spider import Spider
+    from eclaw.stats import Stats
+
+__all__ = [
+    "EngineIdle",
+    "Event",
+    "ItemDropped",
+    "ItemEvent",
+    "ItemParsed",
+    "ItemStored",
+    "RequestDropped",
+    "RequestEvent",
+    "RequestFailed",
+    "RequestGenerated",
+    "RequestScheduled",
+    "ResponseDownloaded",
+    "ResponseParsed",
+    "SpiderClosed",
+    "SpiderOpened",
+]
+
+_event = dataclass(frozen=True, slots=True, kw_only=True)
+
+
+@_event
+class Event:
+    """Base of all events."""
+
+
+@_event
+class RequestEvent(Event):
+    """Base of the events about one request."""
+
+    request: Request
+
+
+@_event
+class RequestGenerated(RequestEvent):
+    """A new request entered the engine (start request or followed link)."""
+
+    parent: Response | None = None
+
+
+@_event
+class RequestScheduled(RequestEvent):
+    """The scheduler handed the request to the downloader; a slot is held."""
+
+
+@_event
+class ResponseDownloaded(RequestEvent):
+    """The download finished (after middleware) and awaits parsing."""
+
+    response: Response
+
+
+@_event
+class ResponseParsed(RequestEvent):
+    """Terminal: the callback for ``response`` ran to completion."""
+
+    response: Response
+    items: int
+    requests: int
+
+
+@_event
+class RequestFailed(RequestEvent):
+    """A download or callback failed. ``final`` failures are terminal."""
+
+    reason: str
+    error: BaseException | None = None
+    attempt: int = 1
+    final: bool = True
+
+
+@_event
+class RequestDropped(RequestEvent):
+    """Terminal: the request was filtered (duplicate, offsite, scheme, ...)."""
+
+    reason: str
+
+
+@_event
+class ItemEvent(Event):
+    """Base of the events about one item."""
+
+    item: Any
+    response: Response | None = None
+
+
+@_event
+class ItemParsed(ItemEvent):
+    """A callback yielded an item."""
+
+
+@_event
+class ItemStored(ItemEvent):
+    """Every pipeline accepted the item."""
+
+
+@_event
+class ItemDropped(ItemEvent):
+    """A pipeline dropped the item or failed on it (then it is dead-lettered)."""
+
+    reason: str
+
+
+@_event
+class SpiderOpened(Event):
+    spider: Spider
+
+
+@_event
+class SpiderClosed(Event):
+    spider: Spider
+    stats: Stats
+
+
+@_event
+class EngineIdle(Event):
+    """Nothing is queued or in flight. Handlers may still emit requests."""
+
+    spider: Spider

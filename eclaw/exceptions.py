@@ -1,0 +1,161 @@
+"""Eclaw's one exception tree.
+
+Errors::
+
+    EclawError
+    ├── ConfigError (ValueError)        bad setting, bad spider, bad CLI input
+    │   └── SpiderLoadError             spider file missing, broken, or spider-less
+    ├── InvalidURL (ValueError)         a URL eclaw cannot fetch
+    └── DownloadError                   one download went wrong
+        ├── ConnectError (ConnectionError)
+        │   └── ConnectionLost          the peer reset or closed mid-response
+        ├── DownloadTimeout (TimeoutError)
+        ├── TruncatedResponse           body shorter than announced / bad encoding
+        ├── ResponseTooLarge            refused past ``max_response_size``
+        ├── RedirectError
+        │   ├── TooManyRedirects
+        │   ├── RedirectLoop
+        │   └── UnsupportedRedirect     redirect to a non-http(s) URL
+        └── HttpError                   status the spider did not ask to handle
+
+Control flow (not errors; raise them to steer a crawl)::
+
+    IgnoreRequest(reason)   drop a request: it ends as ``RequestDropped(reason)``
+    DropItem(reason)        drop an item in a pipeline: ``ItemDropped(reason)``
+    CloseSpider(reason)     stop the crawl gracefully from a callback
+
+aiohttp errors are translated into this tree in :mod:`eclaw.downloader`, the one
+place that talks to aiohttp's client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eclaw.http import Response
+
+__all__ = [
+    "CloseSpider",
+    "ConfigError",
+    "ConnectError",
+    "ConnectionLost",
+    "DownloadError",
+    "DownloadTimeout",
+    "DropItem",
+    "EclawError",
+    "HttpError",
+    "IgnoreRequest",
+    "InvalidURL",
+    "RedirectError",
+    "RedirectLoop",
+    "ResponseTooLarge",
+    "SpiderLoadError",
+    "TooManyRedirects",
+    "TruncatedResponse",
+    "UnsupportedRedirect",
+]
+
+
+class EclawError(Exception):
+    """Base of every error eclaw raises."""
+
+
+class ConfigError(EclawError, ValueError):
+    """A setting, spider definition or command-line argument is invalid."""
+
+
+class SpiderLoadError(ConfigError):
+    """A spider file could not be loaded, or holds no (or no such) spider."""
+
+
+class InvalidURL(EclawError, ValueError):
+    """A URL is malformed or not absolute."""
+
+
+class DownloadError(EclawError):
+    """A download failed. ``reason`` is a short, stable label for stats."""
+
+    reason = "download error"
+
+
+class ConnectError(DownloadError, ConnectionError):
+    """The connection could not be made (DNS, refused, TLS, proxy)."""
+
+    reason = "connect error"
+
+
+class ConnectionLost(ConnectError):
+    """The server closed or reset the connection before the response ended."""
+
+    reason = "connection lost"
+
+
+class DownloadTimeout(DownloadError, TimeoutError):
+    """Connect, read or total timeout elapsed."""
+
+    reason = "timeout"
+
+
+class TruncatedResponse(DownloadError):
+    """The body ended early or could not be decoded (bad gzip, short body)."""
+
+    reason = "truncated response"
+
+
+class ResponseTooLarge(DownloadError):
+    """The (decompressed) body exceeded ``max_response_size``; it was not kept."""
+
+    reason = "too large"
+
+
+class RedirectError(DownloadError):
+    """A redirect could not be followed."""
+
+    reason = "redirect error"
+
+
+class TooManyRedirects(RedirectError):
+    reason = "too many redirects"
+
+
+class RedirectLoop(RedirectError):
+    reason = "redirect loop"
+
+
+class UnsupportedRedirect(RedirectError):
+    reason = "redirect to unsupported scheme"
+
+
+class HttpError(DownloadError):
+    """The response status is one the spider does not handle (404, 500, ...)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"HTTP {response.status} for {response.url}")
+        self.response = response
+        self.status = response.status
+        self.reason = f"http {response.status}"
+
+
+class IgnoreRequest(Exception):  # noqa: N818 - control flow, named like Scrapy's
+    """Control flow: drop this request; it ends as ``RequestDropped(reason)``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DropItem(Exception):  # noqa: N818
+    """Control flow: a pipeline drops an item; it ends as ``ItemDropped(reason)``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CloseSpider(Exception):  # noqa: N818
+    """Control flow: raised from a callback, stops the crawl gracefully."""
+
+    def __init__(self, reason: str = "closespider") -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,73 @@
+"""The parser: runs spider callbacks and normalises what they produce."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from eclaw.http import Request, Response
+
+if TYPE_CHECKING:
+    from eclaw.events import RequestFailed
+    from eclaw.spider import Spider
+
+__all__ = ["CallbackParser", "Parser", "is_item"]
+
+
+@runtime_checkable
+class Parser(Protocol):
+    """Turns a response (or a final failure) into items and requests."""
+
+    def parse(self, response: Response, spider: Spider) -> AsyncIterator[object]: ...
+
+    def recover(self, failure: RequestFailed, spider: Spider) -> AsyncIterator[object]: ...
+
+
+class CallbackParser:
+    """Calls ``request.callback`` (default ``spider.parse``) with the response,
+    and ``request.errback`` with a final ``RequestFailed``.
+
+    A callback may be an async generator, a generator, a coroutine, or a plain
+    function; it may return or yield items (dicts, dataclass instances),
+    ``Request`` objects, an iterable of them, or ``None``.
+    """
+
+    def parse(self, response: Response, spider: Spider) -> AsyncIterator[object]:
+        request = response.request
+        callback = request.callback or spider.parse
+        return _outputs(callback(response, **request.cb_kwargs))
+
+    def recover(self, failure: RequestFailed, spider: Spider) -> AsyncIterator[object]:
+        errback = failure.request.errback
+        if errback is None:
+            return _outputs(None)
+        return _outputs(errback(failure))
+
+
+def is_item(value: object) -> bool:
+    """True for what a callback may yield as an item: a mapping or a dataclass instance."""
+    return isinstance(value, Mapping) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    )
+
+
+async def _outputs(result: Any) -> AsyncIterator[object]:
+    if inspect.isasyncgen(result):
+        async for value in result:
+            yield value
+        return
+    if inspect.isawaitable(result):
+        result = await result
+    if result is None:
+        return
+    if isinstance(result, Request) or is_item(result):
+        yield result
+        return
+    if isinstance(result, str | bytes) or not hasattr(result, "__iter__"):
+        raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
+    for value in result:
+        yield value
+
+

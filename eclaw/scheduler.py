@@ -1,0 +1,179 @@
+"""The frontier: filters, dedupe, priority order and per-domain politeness."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from eclaw.dupefilter import BloomDupeFilter, DupeFilter, SetDupeFilter
+from eclaw.http import Request
+from eclaw.urls import fingerprint, host_allowed, url_host
+
+if TYPE_CHECKING:
+    from eclaw.settings import Settings
+    from eclaw.spider import Spider
+
+__all__ = ["DefaultScheduler", "Scheduler"]
+
+_SCHEMES = frozenset({"http", "https"})
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """What the engine needs from a frontier.
+
+    ``enqueue`` returns ``None`` when the request was queued, else the reason it
+    was dropped. ``next_request`` returns a request only when a download slot
+    is free for it (the slot is held until ``release``). ``wake`` (given to
+    ``open``) must be called when a request becomes available later (a
+    politeness delay elapsed).
+    """
+
+    async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None: ...
+
+    async def enqueue(self, request: Request) -> str | None: ...
+
+    async def next_request(self) -> Request | None: ...
+
+    async def release(self, request: Request) -> None: ...
+
+    def pending(self) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class _Slot:
+    """Per-host politeness: in-flight count, next allowed start, own queue."""
+
+    __slots__ = ("active", "heap", "host", "not_before", "queued", "timer")
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.active = 0
+        self.not_before = 0.0
+        self.heap: list[tuple[int, int, Request]] = []
+        self.queued = False  # present in the scheduler's ready heap
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class DefaultScheduler:
+    """In-memory priority frontier.
+
+    Order: higher ``priority`` first, then first-in first-out (breadth-first).
+    Filters, in order: scheme (http/https only), URL length, offsite
+    (``allowed_domains``), depth (``max_depth``), duplicates (fingerprint in
+    the dupefilter). ``dont_filter`` skips offsite and duplicate checks.
+    Politeness: at most ``concurrency`` downloads in all, at most
+    ``concurrency_per_domain`` per host, and ``download_delay`` seconds between
+    two starts on one host.
+    """
+
+    def __init__(self, dupefilter: DupeFilter | None = None) -> None:
+        self._dupefilter = dupefilter
+        self._slots: dict[str, _Slot] = {}
+        self._ready: list[tuple[int, int, _Slot]] = []  # slots that may start a download
+        self._seq = itertools.count()
+        self._pending = 0
+        self._active = 0
+        self._wake: Callable[[], None] = lambda: None
+
+    @property
+    def dupefilter(self) -> DupeFilter:
+        assert self._dupefilter is not None, "scheduler not opened"
+        return self._dupefilter
+
+    async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
+        self._settings = settings
+        self._wake = wake
+        self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
+        if self._dupefilter is None:
+            self._dupefilter = (
+                SetDupeFilter()
+                if settings.dupefilter == "set"
+                else BloomDupeFilter(settings.dupefilter_capacity, settings.dupefilter_error_rate)
+            )
+
+    async def enqueue(self, request: Request) -> str | None:
+        reason = self._filter(request)
+        if reason is not None:
+            return reason
+        host = url_host(request.url)
+        slot = self._slots.get(host)
+        if slot is None:
+            slot = self._slots[host] = _Slot(host)
+        heapq.heappush(slot.heap, (-request.priority, next(self._seq), request))
+        self._pending += 1
+        self._offer(slot)
+        return None
+
+    def _filter(self, request: Request) -> str | None:
+        scheme = request.url.partition(":")[0].lower()
+        if scheme not in _SCHEMES:
+            return "unsupported scheme"
+        if len(request.url) > self._settings.max_url_length:
+            return "url too long"
+        max_depth = self._settings.max_depth
+        if max_depth and request.depth > max_depth:
+            return "max depth"
+        if request.dont_filter:
+            return None
+        if not host_allowed(url_host(request.url), self._allowed):
+            return "offsite"
+        if not self.dupefilter.add(fingerprint(request)):
+            return "duplicate"
+        return None
+
+    def _offer(self, slot: _Slot) -> None:
+        """Put ``slot`` in the ready heap if it can start a download now."""
+        if slot.queued or not slot.heap or slot.timer is not None:
+            return
+        if slot.active >= self._settings.concurrency_per_domain:
+            return
+        loop = asyncio.get_running_loop()
+        wait = slot.not_before - loop.time()
+        if wait > 0:
+            slot.timer = loop.call_later(wait, self._delay_elapsed, slot)
+            return
+        prio, seq, _ = slot.heap[0]
+        heapq.heappush(self._ready, (prio, seq, slot))
+        slot.queued = True
+
+    def _delay_elapsed(self, slot: _Slot) -> None:
+        slot.timer = None
+        self._offer(slot)
+        self._wake()
+
+    async def next_request(self) -> Request | None:
+        if self._active >= self._settings.concurrency or not self._ready:
+            return None
+        _, _, slot = heapq.heappop(self._ready)
+        slot.queued = False
+        _, _, request = heapq.heappop(slot.heap)
+        self._pending -= 1
+        self._active += 1
+        slot.active += 1
+        if self._settings.download_delay:
+            slot.not_before = asyncio.get_running_loop().time() + self._settings.download_delay
+        self._offer(slot)
+        return request
+
+    async def release(self, request: Request) -> None:
+        host = url_host(request.url)
+        slot = self._slots[host]
+        slot.active -= 1
+        self._active -= 1
+        self._offer(slot)
+        if not slot.active and not slot.heap and slot.timer is None:
+            del self._slots[host]  # keep memory proportional to live hosts
+
+    def pending(self) -> int:
+        return self._pending
+
+    async def close(self) -> None:
+        for slot in self._slots.values():
+            if slot.timer is not None:
+                slot.timer.cancel()
+                slot.timer = None

@@ -1,0 +1,180 @@
+"""Typed, frozen crawl settings.
+
+Precedence (lowest first): defaults, ``ECLAW_<KEY>`` environment variables
+(read only by the CLI and :func:`eclaw.run`, never by the library itself), the
+``Settings`` passed to ``Engine``, the spider's ``custom_settings``, and the
+``overrides`` given to ``Engine`` (the CLI's ``-s KEY=VALUE``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from eclaw.exceptions import ConfigError
+
+__all__ = ["Settings"]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Every knob of a crawl, validated on creation.
+
+    Attributes:
+        concurrency: downloads in flight at once, across all hosts.
+        concurrency_per_domain: downloads in flight at once per host.
+        download_delay: seconds between two downloads from one host.
+        connect_timeout: seconds to establish a connection.
+        read_timeout: seconds to wait for the next chunk of a response.
+        timeout: seconds for a whole download, redirects excluded.
+        max_response_size: bytes (after decompression) above which a body is refused.
+        max_redirects: redirect hops followed before failing.
+        max_depth: link depth limit; 0 means unlimited.
+        max_url_length: longer URLs are dropped.
+        user_agent: the ``User-Agent`` header unless a request sets one.
+        cookies: keep a cookie jar per crawl.
+        dupefilter: ``"bloom"`` (bounded memory) or ``"set"`` (exact, small crawls).
+        dupefilter_capacity: URLs the Bloom filter is sized for; it grows past it.
+        dupefilter_error_rate: Bloom filter false-positive rate.
+        dead_letter: JSONL file for items no pipeline could store.
+        shutdown_timeout: seconds in-flight downloads get after a stop request.
+        log_level: logging level name used by the CLI.
+    """
+
+    concurrency: int = 16
+    concurrency_per_domain: int = 8
+    download_delay: float = 0.0
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+    timeout: float = 60.0
+    max_response_size: int = 10 * 1024 * 1024
+    max_redirects: int = 10
+    max_depth: int = 0
+    max_url_length: int = 2083
+    user_agent: str = "eclaw/0.1 (+https://pypi.org/project/eclaw/)"
+    cookies: bool = True
+    dupefilter: Literal["bloom", "set"] = "bloom"
+    dupefilter_capacity: int = 1_000_000
+    dupefilter_error_rate: float = 0.001
+    dead_letter: str = "eclaw-dead-letter.jsonl"
+    shutdown_timeout: float = 10.0
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            kind = _types()[field.name]
+            if not _instance_of(value, kind):
+                raise ConfigError(
+                    f"setting {field.name!r} must be {_describe(kind)}, got {value!r}"
+                )
+        for name in ("concurrency", "concurrency_per_domain", "max_response_size",
+                     "dupefilter_capacity", "max_url_length"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"setting {name!r} must be at least 1, got {getattr(self, name)!r}")
+        for name in ("download_delay", "max_redirects", "max_depth", "shutdown_timeout"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
+        for name in ("connect_timeout", "read_timeout", "timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"setting {name!r} must be positive, got {getattr(self, name)!r}")
+        if not 0 < self.dupefilter_error_rate < 1:
+            raise ConfigError(
+                f"setting 'dupefilter_error_rate' must be between 0 and 1, got {self.dupefilter_error_rate!r}"
+            )
+
+    def replace(self, values: Mapping[str, Any] | None = None, /, **changes: Any) -> Settings:
+        """A copy with ``values``/``changes`` applied.
+
+        Keys are case-insensitive; strings are parsed to the setting's type (so
+        ``{"CONCURRENCY": "32"}`` works). An unknown key or a bad value raises
+        :class:`ConfigError` naming it.
+        """
+        merged = {**(values or {}), **changes}
+        if not merged:
+            return self
+        parsed = {}
+        for key, value in merged.items():
+            name = _field_name(key)
+            parsed[name] = parse_value(name, value) if isinstance(value, str) else value
+        return dataclasses.replace(self, **parsed)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Defaults overridden by ``ECLAW_<KEY>`` variables (``ECLAW_CONCURRENCY=32``)."""
+        env = os.environ if environ is None else environ
+        values = {k[len("ECLAW_"):]: v for k, v in env.items() if k.startswith("ECLAW_")}
+        try:
+            return cls().replace(values)
+        except ConfigError as exc:
+            raise ConfigError(f"environment ECLAW_*: {exc}") from None
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+
+def _field_name(key: str) -> str:
+    name = key.strip().lower().replace("-", "_")
+    if name in _types():
+        return name
+    hint = difflib.get_close_matches(name, _types(), n=1)
+    suffix = f" (did you mean {hint[0]!r}?)" if hint else ""
+    raise ConfigError(f"unknown setting {key!r}{suffix}")
+
+
+def parse_value(name: str, raw: str) -> Any:
+    """Parse the string ``raw`` (CLI or environment) to setting ``name``'s type."""
+    kind = _types()[_field_name(name)]
+    text = raw.strip()
+    try:
+        if kind is bool:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise ValueError
+        if kind is int:
+            return int(text.replace("_", ""))
+        if kind is float:
+            return float(text)
+        if typing.get_origin(kind) is Literal:
+            for option in typing.get_args(kind):
+                if text.lower() == str(option).lower():
+                    return option
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"setting {name!r} must be {_describe(kind)}, got {raw!r}") from None
+    return text
+
+
+_TYPES: dict[str, Any] = {}
+
+
+def _types() -> dict[str, Any]:
+    if not _TYPES:
+        _TYPES.update(typing.get_type_hints(Settings))
+    return _TYPES
+
+
+def _instance_of(value: Any, kind: Any) -> bool:
+    if typing.get_origin(kind) is Literal:
+        return value in typing.get_args(kind)
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _describe(kind: Any) -> str:
+    if typing.get_origin(kind) is Literal:
+        return "one of " + ", ".join(repr(o) for o in typing.get_args(kind))
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(kind, str(kind))

@@ -1,0 +1,144 @@
+"""The Spider base class and loading spiders from files."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import logging
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from eclaw.exceptions import ConfigError, SpiderLoadError
+from eclaw.http import Request, Response
+
+if TYPE_CHECKING:
+    from eclaw.middleware import Middleware
+    from eclaw.pipeline import ItemPipeline
+
+__all__ = ["Spider", "load_spider", "load_spiders"]
+
+logger = logging.getLogger(__name__)
+
+
+class Spider:
+    """Subclass this to describe a crawl.
+
+    Class attributes:
+        name: the spider's name (required).
+        start_urls: URLs of the start requests, handed to ``parse``.
+        allowed_domains: hosts (and their subdomains) the crawl may visit;
+            empty means any host.
+        custom_settings: setting overrides for this spider.
+        middlewares: extra middlewares, inside the engine's.
+        pipelines: item pipelines, run before the engine's outputs.
+        handle_httpstatus_list: statuses >= 400 handed to callbacks instead
+            of failing the request.
+
+    Keyword arguments given to the constructor (CLI ``-a key=value``) become
+    attributes, so a spider can take its start URL as an argument.
+    """
+
+    name: ClassVar[str] = ""
+    start_urls: Sequence[str] = ()
+    allowed_domains: Sequence[str] = ()
+    custom_settings: ClassVar[Mapping[str, Any]] = {}
+    middlewares: Sequence[Middleware] = ()
+    pipelines: Sequence[ItemPipeline] = ()
+    handle_httpstatus_list: Sequence[int] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+        self.logger = logging.getLogger(f"eclaw.spider.{self.name or type(self).__name__}")
+        self._validate()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    def _validate(self) -> None:
+        cls = type(self).__name__
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError(f"spider {cls} has no name: set name = '...' on the class")
+        for attr in ("start_urls", "allowed_domains", "handle_httpstatus_list"):
+            value = getattr(self, attr)
+            if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset):
+                raise ConfigError(f"spider {self.name!r}: {attr} must be a list, got {value!r}")
+        domains = []
+        for domain in self.allowed_domains:
+            host = str(domain).strip().lower()
+            if "://" in host or "/" in host:
+                raise ConfigError(f"spider {self.name!r}: allowed_domains entry {domain!r} must be a host, not a URL")
+            domains.append(host.rsplit(":", 1)[0] if host.count(":") == 1 else host)
+        self.allowed_domains = domains
+        for url in self.start_urls:
+            Request(url)  # raises InvalidURL naming a malformed start URL
+        if not isinstance(self.custom_settings, Mapping):
+            raise ConfigError(f"spider {self.name!r}: custom_settings must be a dict")
+
+    async def start_requests(self) -> AsyncIterator[Request]:
+        """Yield the first requests. By default one GET per ``start_urls`` entry."""
+        for url in self.start_urls:
+            yield Request(url)
+
+    def parse(self, response: Response) -> Any:
+        """Default callback. Override it (or give requests a ``callback``)."""
+        raise ConfigError(f"spider {self.name!r} does not define parse(); got {response.url}")
+
+
+def load_spiders(path: str | Path) -> list[type[Spider]]:
+    """The ``Spider`` subclasses defined in the Python file ``path``."""
+    file = Path(path)
+    if not file.is_file():
+        raise SpiderLoadError(f"spider file not found: {file}")
+    module_name = f"eclaw_spiders_{abs(hash(str(file.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise SpiderLoadError(f"cannot load {file}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        line = _error_line(exc, file)
+        raise SpiderLoadError(f"error importing {file}{line}: {type(exc).__name__}: {exc}") from exc
+    return [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, Spider) and obj.__module__ == module_name
+    ]
+
+
+def load_spider(spec: str) -> type[Spider]:
+    """Load ``PATH.py`` (its one spider) or ``PATH.py:ClassName`` / ``PATH.py:name``."""
+    path, wanted = spec, ""
+    head, sep, tail = spec.rpartition(":")
+    if sep and head.endswith(".py") and tail and "/" not in tail:
+        path, wanted = head, tail
+    spiders = load_spiders(path)
+    if wanted:
+        for cls in spiders:
+            if wanted in (cls.__name__, cls.name):
+                return cls
+        names = ", ".join(cls.__name__ for cls in spiders) or "none"
+        raise SpiderLoadError(f"no spider {wanted!r} in {path} (found: {names})")
+    if not spiders:
+        raise SpiderLoadError(f"no Spider subclass found in {path}")
+    if len(spiders) > 1:
+        names = ", ".join(cls.__name__ for cls in spiders)
+        raise SpiderLoadError(f"several spiders in {path} ({names}): pick one with {path}:ClassName")
+    return spiders[0]
+
+
+def _error_line(exc: BaseException, file: Path) -> str:
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        return f" line {exc.lineno}"
+    tb = exc.__traceback__
+    lineno = None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == file:
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    return f" line {lineno}" if lineno else ""

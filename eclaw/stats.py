@@ -1,0 +1,97 @@
+"""Crawl statistics, kept by the engine from the events it dispatches."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from typing import Any
+
+__all__ = ["Stats"]
+
+
+@dataclasses.dataclass(slots=True)
+class Stats:
+    """Counts of one crawl.
+
+    Every request that entered the engine (``requests_generated``) ends in
+    exactly one terminal state, so after a crawl that ran to the end::
+
+        requests_generated == requests_parsed + requests_failed
+                              + requests_dropped + requests_pending
+
+    (``requests_pending`` is non-zero only for a crawl stopped early.)
+    """
+
+    spider: str = ""
+    requests_generated: int = 0
+    requests_scheduled: int = 0
+    responses_downloaded: int = 0
+    requests_parsed: int = 0
+    requests_failed: int = 0
+    requests_dropped: int = 0
+    requests_pending: int = 0
+    items_parsed: int = 0
+    items_stored: int = 0
+    items_dropped: int = 0
+    handler_errors: int = 0
+    bytes_downloaded: int = 0
+    failed_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    dropped_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    items_dropped_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    status_counts: Counter[int] = dataclasses.field(default_factory=Counter)
+    started_at: float = dataclasses.field(default_factory=time.time)
+    finished_at: float | None = None
+    finish_reason: str = ""
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds from start to finish (or to now while running)."""
+        end = self.finished_at if self.finished_at is not None else time.time()
+        return end - self.started_at
+
+    @property
+    def accounted(self) -> bool:
+        """True when every generated request reached (or awaits) a terminal state."""
+        return self.requests_generated == (
+            self.requests_parsed + self.requests_failed + self.requests_dropped + self.requests_pending
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for key, value in data.items():
+            if isinstance(value, Counter):
+                data[key] = {str(k): v for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+        data["elapsed"] = round(self.elapsed, 3)
+        return data
+
+    def summary(self) -> str:
+        """A readable table of the counts."""
+        rows: list[tuple[str, Any]] = [
+            ("spider", self.spider),
+            ("finish reason", self.finish_reason or "running"),
+            ("elapsed (s)", f"{self.elapsed:.2f}"),
+            ("requests generated", self.requests_generated),
+            ("  parsed", self.requests_parsed),
+            ("  failed", self.requests_failed),
+        ]
+        rows += [(f"    {reason}", n) for reason, n in sorted(self.failed_by_reason.items())]
+        rows.append(("  dropped", self.requests_dropped))
+        rows += [(f"    {reason}", n) for reason, n in sorted(self.dropped_by_reason.items())]
+        if self.requests_pending:
+            rows.append(("  pending (not crawled)", self.requests_pending))
+        rows += [
+            ("responses", self.responses_downloaded),
+        ]
+        rows += [(f"  status {code}", n) for code, n in sorted(self.status_counts.items())]
+        rows += [
+            ("bytes downloaded", self.bytes_downloaded),
+            ("items parsed", self.items_parsed),
+            ("  stored", self.items_stored),
+            ("  dropped", self.items_dropped),
+        ]
+        rows += [(f"    {reason}", n) for reason, n in sorted(self.items_dropped_by_reason.items())]
+        if self.handler_errors:
+            rows.append(("handler errors", self.handler_errors))
+        width = max(len(name) for name, _ in rows)
+        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
