@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
+from eclaw.downloader import Downloader
 from eclaw.events import (
     EngineIdle,
     Event,
@@ -28,13 +29,20 @@ from eclaw.events import (
     SpiderClosed,
     SpiderOpened,
 )
-from eclaw.exceptions import CloseSpider, ConfigError, DownloadError, DropItem, EclawError, HttpError, IgnoreRequest
+from eclaw.exceptions import (
+    CloseSpider,
+    ConfigError,
+    DownloadError,
+    DropItem,
+    EclawError,
+    HttpError,
+    IgnoreRequest,
+)
 from eclaw.http import Request, Response
 from eclaw.middleware import Middleware, chain
 from eclaw.parser import Parser, is_item
 from eclaw.pipeline import DeadLetter, ItemPipeline
 from eclaw.scheduler import Scheduler
-from eclaw.downloader import Downloader
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -89,6 +97,8 @@ class Crawl:
         self._items: deque[ItemParsed] = deque()
         self._items_ready = asyncio.Event()
         self._start_done = False
+        self._drained = asyncio.Event()  # start requests wait on it when the frontier is full
+        self._low_water = -1
         self._start_error: BaseException | None = None
         self._emitted = 0
         self._idle_mark = -1
@@ -156,6 +166,8 @@ class Crawl:
             await self._drain()
             if not self._stopping:
                 await self._pump()
+            if self._stopping or self.scheduler.pending() <= self._low_water:
+                self._drained.set()
             if self._queue:
                 continue
             if self._idle():
@@ -224,8 +236,8 @@ class Crawl:
                 if not isinstance(request, Request):
                     raise ConfigError(f"start_requests() yielded {request!r}, not a Request")
                 self.emit(RequestGenerated(request=request))
-                while self.scheduler.pending() > high_water and not self._stopping:
-                    await asyncio.sleep(0.005)  # let the frontier drain before adding more
+                if self.scheduler.pending() > high_water:
+                    await self._frontier_drained(high_water)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -236,6 +248,12 @@ class Crawl:
         finally:
             self._start_done = True
             self._wakeup.set()
+
+    async def _frontier_drained(self, high_water: int) -> None:
+        """Back-pressure for start requests: wait until the frontier is half drained."""
+        self._low_water = high_water // 2
+        self._drained.clear()
+        await self._drained.wait()
 
     # -- request lifecycle ----------------------------------------------------------
 
@@ -325,7 +343,8 @@ class Crawl:
                 counts[0] += 1
                 self.emit(ItemParsed(item=value, response=response))
             else:
-                raise TypeError(f"callback yielded {type(value).__name__}: expected an item (dict, dataclass) or Request")
+                kind = type(value).__name__
+                raise TypeError(f"callback yielded {kind}: expected an item (dict, dataclass) or Request")
 
     async def _on_parsed(self, event: ResponseParsed) -> None:
         self.stats.requests_parsed += 1

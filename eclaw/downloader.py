@@ -8,12 +8,12 @@ translated into :mod:`eclaw.exceptions`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urljoin
 
 import aiohttp
+from multidict import CIMultiDictProxy
 
 from eclaw.exceptions import (
     ConnectError,
@@ -130,7 +130,7 @@ class HttpDownloader:
 
     async def _fetch_once(
         self, request: Request, url: str, method: str, body: bytes
-    ) -> tuple[int, aiohttp.typedefs.LooseHeaders, bytes, str | None]:
+    ) -> tuple[int, CIMultiDictProxy[str], bytes, str | None]:
         assert self._session is not None
         try:
             async with self._session.request(
@@ -143,7 +143,7 @@ class HttpDownloader:
                 return resp.status, resp.headers, data, None
         except DownloadError:
             raise
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise DownloadTimeout(f"timeout fetching {url}") from exc
         except aiohttp.ServerDisconnectedError as exc:
             raise ConnectionLost(f"server disconnected: {url}") from exc

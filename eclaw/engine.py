@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Event)
 SpiderArg = type[Spider] | Spider
+EventHandler = Callable[[E], Awaitable[None]]
 
 
 class Engine:
@@ -89,7 +90,7 @@ class Engine:
     # -- subscriptions --------------------------------------------------------------
 
     def subscribe(
-        self, kind: type[E], handler: Callable[[E], Awaitable[None]], *, priority: int = 0
+        self, kind: type[E], handler: EventHandler[E], *, priority: int = 0
     ) -> Callable[[], None]:
         """Call ``await handler(event)`` for every event of type ``kind`` (or a subclass).
 
@@ -116,10 +117,10 @@ class Engine:
 
         return unsubscribe
 
-    def on(self, kind: type[E], *, priority: int = 0) -> Callable[[Callable[[E], Awaitable[None]]], Callable[[E], Awaitable[None]]]:
+    def on(self, kind: type[E], *, priority: int = 0) -> Callable[[EventHandler[E]], EventHandler[E]]:
         """Decorator form of :meth:`subscribe`: ``@engine.on(ItemParsed)``."""
 
-        def register(handler: Callable[[E], Awaitable[None]]) -> Callable[[E], Awaitable[None]]:
+        def register(handler: EventHandler[E]) -> EventHandler[E]:
             self.subscribe(kind, handler, priority=priority)
             return handler
 

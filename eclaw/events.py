@@ -50,41 +50,40 @@ __all__ = [
     "SpiderOpened",
 ]
 
-_event = dataclass(frozen=True, slots=True, kw_only=True)
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """Base of all events."""
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestEvent(Event):
     """Base of the events about one request."""
 
     request: Request
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestGenerated(RequestEvent):
     """A new request entered the engine (start request or followed link)."""
 
     parent: Response | None = None
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestScheduled(RequestEvent):
     """The scheduler handed the request to the downloader; a slot is held."""
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResponseDownloaded(RequestEvent):
     """The download finished (after middleware) and awaits parsing."""
 
     response: Response
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResponseParsed(RequestEvent):
     """Terminal: the callback for ``response`` ran to completion."""
 
@@ -93,7 +92,7 @@ class ResponseParsed(RequestEvent):
     requests: int
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestFailed(RequestEvent):
     """A download or callback failed. ``final`` failures are terminal."""
 
@@ -103,14 +102,14 @@ class RequestFailed(RequestEvent):
     final: bool = True
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestDropped(RequestEvent):
     """Terminal: the request was filtered (duplicate, offsite, scheme, ...)."""
 
     reason: str
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ItemEvent(Event):
     """Base of the events about one item."""
 
@@ -118,35 +117,35 @@ class ItemEvent(Event):
     response: Response | None = None
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ItemParsed(ItemEvent):
     """A callback yielded an item."""
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ItemStored(ItemEvent):
     """Every pipeline accepted the item."""
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ItemDropped(ItemEvent):
     """A pipeline dropped the item or failed on it (then it is dead-lettered)."""
 
     reason: str
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SpiderOpened(Event):
     spider: Spider
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SpiderClosed(Event):
     spider: Spider
     stats: Stats
 
 
-@_event
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineIdle(Event):
     """Nothing is queued or in flight. Handlers may still emit requests."""
 

@@ -137,7 +137,7 @@ class HttpError(DownloadError):
         self.reason = f"http {response.status}"
 
 
-class IgnoreRequest(Exception):  # noqa: N818 - control flow, named like Scrapy's
+class IgnoreRequest(Exception):
     """Control flow: drop this request; it ends as ``RequestDropped(reason)``."""
 
     def __init__(self, reason: str) -> None:
@@ -145,7 +145,7 @@ class IgnoreRequest(Exception):  # noqa: N818 - control flow, named like Scrapy'
         self.reason = reason
 
 
-class DropItem(Exception):  # noqa: N818
+class DropItem(Exception):
     """Control flow: a pipeline drops an item; it ends as ``ItemDropped(reason)``."""
 
     def __init__(self, reason: str) -> None:
@@ -153,7 +153,7 @@ class DropItem(Exception):  # noqa: N818
         self.reason = reason
 
 
-class CloseSpider(Exception):  # noqa: N818
+class CloseSpider(Exception):
     """Control flow: raised from a callback, stops the crawl gracefully."""
 
     def __init__(self, reason: str = "closespider") -> None:

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from eclaw.stats import Stats
+from eclaw.testing import demo_site
+
+
+@pytest.fixture
+async def demo_url() -> AsyncIterator[str]:
+    async with demo_site() as base_url:
+        yield base_url
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path, monkeypatch):
+    """Crawls write dead-letter files to the working directory: keep it per test."""
+    monkeypatch.chdir(tmp_path)
+
+
+def assert_accounted(stats: Stats) -> None:
+    """The accounting invariant: every generated request ended in one terminal state."""
+    assert stats.requests_generated == (
+        stats.requests_parsed + stats.requests_failed + stats.requests_dropped + stats.requests_pending
+    ), stats.as_dict()
+    assert stats.requests_failed == sum(stats.failed_by_reason.values())
+    assert stats.requests_dropped == sum(stats.dropped_by_reason.values())
+    assert stats.items_parsed == stats.items_stored + stats.items_dropped
