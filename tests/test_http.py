@@ -1,0 +1,98 @@
+"""Request and Response."""
+
+from __future__ import annotations
+
+import pytest
+
+from eclaw import Request, Response
+from eclaw.exceptions import InvalidURL
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["", "example.com/page", "/relative", "http://", "http:///path", "http://host:99999/", "http://[::1/"],
+)
+def test_malformed_urls_are_rejected(url: str) -> None:
+    with pytest.raises(InvalidURL, match="malformed URL"):
+        Request(url)
+
+
+def test_urls_are_escaped_and_other_schemes_kept() -> None:
+    assert Request("http://exämple.com/a b?q=ü").url == "http://xn--exmple-cua.com/a%20b?q=%C3%BC"
+    assert Request("mailto:x@y.test").url == "mailto:x@y.test"
+    assert Request("http://x.test/", method="post", body="data").method == "POST"
+    assert Request("http://x.test/", body="data").body == b"data"
+
+
+def test_replace_copies_mutable_fields() -> None:
+    original = Request("http://x.test/", meta={"a": 1}, headers={"H": "1"})
+    copy = original.replace(priority=5)
+    copy.meta["a"] = 2
+    copy.headers["H"] = "2"
+    assert original.meta == {"a": 1} and original.headers == {"H": "1"} and copy.priority == 5
+
+
+def html(body: bytes, content_type: str = "text/html", url: str = "http://shop.test/dir/page") -> Response:
+    return Response(url, headers={"Content-Type": content_type}, body=body)
+
+
+def test_text_from_header_charset() -> None:
+    response = html("Привет".encode("cp1251"), "text/html; charset=windows-1251")
+    assert response.text == "Привет"
+    assert response.encoding == "cp1251"
+
+
+def test_text_from_bom() -> None:
+    assert html(b"\xef\xbb\xbfh\xc3\xa9").text == "hé"
+    assert html(b"\xef\xbb\xbfh\xc3\xa9", "text/html; charset=cp1251").text == "hé"  # BOM wins
+    assert html(b"\xff\xfe" + "hé".encode("utf-16-le")).text == "hé"
+
+
+def test_text_from_meta_charset() -> None:
+    body = '<html><head><meta charset="shift_jis"></head><body>日本語のページ</body></html>'.encode("shift_jis")
+    assert "日本語のページ" in html(body).text
+    body = '<meta http-equiv="Content-Type" content="text/html; charset=gbk"><p>中文网页内容</p>'.encode("gbk")
+    assert "中文网页内容" in html(body).text
+
+
+def test_text_detected_without_declaration() -> None:
+    text = "<html><body><p>" + "Съешь же ещё этих мягких французских булок, да выпей чаю. " * 5 + "</p></body></html>"
+    response = html(text.encode("cp1251"))
+    assert "французских булок" in response.text
+
+
+def test_selectors() -> None:
+    response = html(b'<html><body><h1>Title</h1><ul><li><a href="/a">A</a></li><li><a href="b">B</a></li></ul></body></html>')
+    assert response.css("h1::text").get() == "Title"
+    assert response.xpath("//a/@href").getall() == ["/a", "b"]
+    assert response.css("li a::attr(href)").getall() == ["/a", "b"]
+
+
+def test_soup_is_lazy_and_uses_lxml() -> None:
+    response = html(b"<html><body><p class='x'>hello</p></body></html>")
+    assert "soup" not in response.__dict__
+    assert response.soup.find("p", class_="x").text == "hello"
+    assert "soup" in response.__dict__
+
+
+def test_json() -> None:
+    assert Response("http://x.test/", body=b'{"a": [1, 2]}').json() == {"a": [1, 2]}
+
+
+def test_urljoin_respects_base_href() -> None:
+    assert html(b"<p>x</p>").urljoin("other") == "http://shop.test/dir/other"
+    based = html(b'<html><head><base href="http://cdn.test/root/"></head></html>')
+    assert based.urljoin("img.png") == "http://cdn.test/root/img.png"
+
+
+def test_follow_and_follow_all() -> None:
+    response = html(b'<a class="p" href="/x#frag">X</a><a class="p" href="y?b=1">Y</a><a class="p">no href</a>')
+    first = response.follow(response.css("a.p")[0], meta={"k": 1})
+    assert first.url == "http://shop.test/x#frag" and first.meta == {"k": 1}
+    assert response.follow("../up").url == "http://shop.test/up"
+    urls = [r.url for r in response.follow_all(css="a.p")]
+    assert urls == ["http://shop.test/x#frag", "http://shop.test/dir/y?b=1"]
+    assert [r.url for r in response.follow_all(xpath="//a/@href")] == urls
+    assert [r.url for r in response.follow_all(["a", "b"])] == ["http://shop.test/dir/a", "http://shop.test/dir/b"]
+    with pytest.raises(ValueError, match="exactly one"):
+        response.follow_all(css="a", xpath="//a")

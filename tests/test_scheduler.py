@@ -1,0 +1,133 @@
+"""Scheduler: filters, dedupe, order and politeness; URL fingerprints."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import pytest
+
+from eclaw import Request, Response, Settings, Spider
+from eclaw.dupefilter import BloomDupeFilter, SetDupeFilter
+from eclaw.scheduler import DefaultScheduler
+from eclaw.urls import canonical_url, fingerprint
+
+
+class Site(Spider):
+    name = "site"
+    allowed_domains = ["shop.test"]
+
+    def parse(self, response: Response) -> Any:
+        return None
+
+
+async def opened(**settings: Any) -> DefaultScheduler:
+    scheduler = DefaultScheduler()
+    await scheduler.open(Site(), Settings(**settings), lambda: None)
+    return scheduler
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("HTTP://Shop.TEST:80/a?b=2&a=1#frag", "http://shop.test/a?a=1&b=2"),
+        ("https://shop.test:443", "https://shop.test/"),
+        ("http://shop.test/%7euser", "http://shop.test/~user"),
+    ],
+)
+def test_canonical_url_equivalences(a: str, b: str) -> None:
+    assert canonical_url(a) == canonical_url(b)
+    assert fingerprint(Request(a)) == fingerprint(Request(b))
+
+
+def test_fingerprint_includes_method_and_body_and_port() -> None:
+    get = fingerprint(Request("http://shop.test/"))
+    assert get != fingerprint(Request("http://shop.test/", method="POST"))
+    assert fingerprint(Request("http://shop.test/", method="POST", body=b"1")) != fingerprint(
+        Request("http://shop.test/", method="POST", body=b"2")
+    )
+    assert get != fingerprint(Request("http://shop.test:8080/"))
+
+
+@pytest.mark.parametrize("dupefilter", [BloomDupeFilter(1000, 0.001), SetDupeFilter()])
+def test_dupefilters(dupefilter: Any) -> None:
+    assert dupefilter.add(b"a") and not dupefilter.add(b"a") and dupefilter.add(b"b")
+    assert len(dupefilter) == 2
+
+
+def test_bloom_filter_is_small_per_million() -> None:
+    bloom = BloomDupeFilter(1_000_000, 0.001)
+    for n in range(20000):
+        bloom.add(n.to_bytes(8, "big"))
+    bloom_bytes = sum(f.bitarray.nbytes for f in bloom._bloom.filters)
+    assert bloom_bytes < 2.0 * 1024 * 1024  # ~1.8 MB, sized for a million URLs
+    # An exact set of just 20,000 SHA-1 fingerprints already outweighs it.
+    fingerprints = {n.to_bytes(20, "big") for n in range(20000)}
+    set_bytes = sys.getsizeof(fingerprints) + sum(sys.getsizeof(f) for f in fingerprints)
+    assert set_bytes > bloom_bytes
+
+
+async def test_filters_and_reasons() -> None:
+    scheduler = await opened(max_depth=2, max_url_length=60)
+    cases = {
+        "http://shop.test/ok": None,
+        "http://shop.test/ok#again": "duplicate",
+        "http://other.test/": "offsite",
+        "http://sub.shop.test/": None,
+        "mailto:a@shop.test": "unsupported scheme",
+        "javascript:void(0)": "unsupported scheme",
+        "data:text/html,hi": "unsupported scheme",
+        "file:///etc/passwd": "unsupported scheme",
+        "ftp://shop.test/f": "unsupported scheme",
+        "http://shop.test/" + "x" * 80: "url too long",
+    }
+    for url, reason in cases.items():
+        assert await scheduler.enqueue(Request(url)) == reason, url
+    assert await scheduler.enqueue(Request("http://shop.test/deep", depth=3)) == "max depth"
+    assert await scheduler.enqueue(Request("http://shop.test/ok", dont_filter=True)) is None
+    assert await scheduler.enqueue(Request("http://other.test/", dont_filter=True)) is None
+    assert scheduler.pending() == 4
+
+
+async def test_priority_then_fifo() -> None:
+    scheduler = await opened(concurrency_per_domain=100, concurrency=100)
+    for n, priority in enumerate([0, 5, 0, 5, -1]):
+        await scheduler.enqueue(Request(f"http://shop.test/{n}", priority=priority))
+    order = []
+    while (request := await scheduler.next_request()) is not None:
+        order.append(request.url.rsplit("/", 1)[1])
+    assert order == ["1", "3", "0", "2", "4"]
+
+
+async def test_global_and_per_domain_slots() -> None:
+    scheduler = DefaultScheduler()
+    spider = Site(allowed_domains=[])
+    await scheduler.open(spider, Settings(concurrency=3, concurrency_per_domain=2), lambda: None)
+    for host in ("a.test", "b.test"):
+        for n in range(3):
+            await scheduler.enqueue(Request(f"http://{host}/{n}"))
+    got = [await scheduler.next_request() for _ in range(4)]
+    hosts = [r.url.split("/")[2] for r in got if r is not None]
+    assert len(hosts) == 3 and hosts.count("a.test") <= 2 and hosts.count("b.test") <= 2
+    first = next(r for r in got if r is not None)
+    await scheduler.release(first)
+    assert await scheduler.next_request() is not None
+    assert scheduler.pending() == 2
+
+
+async def test_download_delay_spaces_requests_and_wakes() -> None:
+    woken = asyncio.Event()
+    scheduler = DefaultScheduler()
+    await scheduler.open(Site(), Settings(download_delay=0.2), woken.set)
+    await scheduler.enqueue(Request("http://shop.test/1"))
+    await scheduler.enqueue(Request("http://shop.test/2"))
+    first = await scheduler.next_request()
+    assert first is not None
+    assert await scheduler.next_request() is None  # delay not elapsed
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.wait_for(woken.wait(), 2)
+    assert loop.time() - started >= 0.15
+    assert await scheduler.next_request() is not None
+    await scheduler.close()
