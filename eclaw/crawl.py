@@ -147,7 +147,7 @@ class Crawl:
             self.stats.finish_reason = "cancelled"
             raise
         finally:
-            await self._close(opened)
+            await _uninterruptible(self._close(opened))
         if self._start_error is not None:
             raise self._start_error
         return self.stats
@@ -428,7 +428,7 @@ class Crawl:
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait(tasks)
         self.stats.requests_pending += self.scheduler.pending()
         for component in reversed(opened):
             try:
@@ -452,6 +452,21 @@ class Crawl:
                 await handler(event)
             except Exception as exc:
                 self._handler_failed(handler, event, exc)
+
+
+async def _uninterruptible(coro: Any) -> None:
+    """Run cleanup to its end even if the caller is cancelled again meanwhile;
+    re-raise the cancellation afterwards."""
+    task = asyncio.ensure_future(coro)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 async def _iterate(produced: Any) -> AsyncIterator[Any]:

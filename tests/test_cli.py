@@ -1,0 +1,182 @@
+"""The command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from eclaw.testing import serve
+from tests.sites import SlowSite
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOP = str(ROOT / "spiders" / "shop.py")
+
+
+async def eclaw(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_crawl_writes_jsonl_and_prints_stats(demo_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "items.jsonl"
+    code, stdout, stderr = await eclaw("crawl", SHOP, "-a", f"base_url={demo_url}", "-o", str(out),
+                                       "-s", "CONCURRENCY=8", "--log-level", "WARNING")
+    assert code == 0, stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == len({row["sku"] for row in rows}) == 500
+    assert re.search(r"finish reason\s+finished", stdout)
+    assert "items written to" in stdout
+
+
+async def test_crawl_writes_csv_and_jsonl_at_once(demo_url: str, tmp_path: Path) -> None:
+    code, _, stderr = await eclaw("crawl", f"{SHOP}:ShopSpider", "-a", f"base_url={demo_url}",
+                                  "-o", str(tmp_path / "a.csv"), "-o", str(tmp_path / "b.jsonl"))
+    assert code == 0, stderr
+    with (tmp_path / "a.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 500
+    assert list(rows[0]) == ["sku", "title", "price", "category", "in_stock", "rating", "url"]
+    assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 500
+
+
+async def test_list_and_version() -> None:
+    code, stdout, _ = await eclaw("list", SHOP)
+    assert code == 0 and stdout.strip() == f"shop\t{SHOP}:ShopSpider"
+    code, stdout, _ = await eclaw("version")
+    assert code == 0 and stdout.startswith("eclaw 0.")
+
+
+def write(tmp_path: Path, name: str, source: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+SPIDER = """
+from eclaw import Spider
+class A(Spider):
+    name = "a"
+    start_urls = ["http://127.0.0.1:9/"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "message"),
+    [
+        ({}, ["crawl", "{tmp}/missing.py"], "spider file not found"),
+        ({"empty.py": "x = 1\n"}, ["crawl", "{tmp}/empty.py"], "no Spider subclass found in"),
+        ({"broken.py": "import not_a_module_anywhere\n"}, ["crawl", "{tmp}/broken.py"],
+         "error importing {tmp}/broken.py line 1: ModuleNotFoundError"),
+        ({"syntax.py": "def (:\n"}, ["crawl", "{tmp}/syntax.py"], "error importing {tmp}/syntax.py line 1: SyntaxError"),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-s", "CONCURENCY=3"],
+         "unknown setting 'CONCURENCY' (did you mean 'concurrency'?)"),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-s", "concurrency=lots"], "setting 'concurrency' must be an integer"),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-s", "concurrency"], "-s expects KEY=VALUE"),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-o", "{tmp}/nowhere/out.jsonl"], "output directory does not exist"),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-o", "{tmp}/out.xml"], "unsupported output format '.xml'"),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py:B"], "no spider 'B' in {tmp}/s.py (found: A)"),
+        ({"two.py": SPIDER + SPIDER.replace("class A", "class B").replace('"a"', '"b"').split("\n", 2)[2]},
+         ["crawl", "{tmp}/two.py"], "several spiders in {tmp}/two.py (A, B)"),
+        ({"u.py": SPIDER.replace("http://127.0.0.1:9/", "www.example.com")}, ["crawl", "{tmp}/u.py"],
+         "malformed URL 'www.example.com'"),
+        ({"n.py": SPIDER.replace('name = "a"', "pass")}, ["crawl", "{tmp}/n.py"], "spider A has no name"),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "--log-level", "LOUD"], "bad log level 'LOUD'"),
+    ],
+)
+async def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, files: dict[str, str], args: list[str],
+                                               message: str) -> None:
+    for name, source in files.items():
+        write(tmp_path, name, source)
+    code, stdout, stderr = await eclaw(*(a.format(tmp=tmp_path) for a in args))
+    assert code == 2, (stdout, stderr)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("eclaw: error: ")
+    assert message.format(tmp=tmp_path) in lines[0]
+
+
+async def test_bad_environment_setting_exits_2(tmp_path: Path) -> None:
+    spider = write(tmp_path, "s.py", SPIDER)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", spider, stderr=subprocess.PIPE,
+        env={"ECLAW_TIMEOUT": "soon", "PATH": "/usr/bin:/bin"},
+    )
+    _, err = await process.communicate()
+    assert process.returncode == 2
+    assert err.decode().strip() == "eclaw: error: environment ECLAW_*: setting 'timeout' must be a number, got 'soon'"
+
+
+SLOW_SPIDER = """
+from eclaw import Spider
+class Slow(Spider):
+    name = "slow"
+    def parse(self, response):
+        if "/slow/" in response.url:
+            yield {"url": response.url}
+        yield from response.follow_all(css="a")
+"""
+
+
+async def test_sigint_finishes_in_flight_flushes_and_exits_0(tmp_path: Path) -> None:
+    site = SlowSite(delay=0.4)
+    async with serve(site.app()) as base:
+        SLOW = SLOW_SPIDER.replace('name = "slow"', f'name = "slow"\n    start_urls = ["{base}/?count=200"]')
+        process, out = await _start_slow(tmp_path, site, SLOW)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, stderr.decode()
+    text = stdout.decode()
+    assert re.search(r"finish reason\s+shutdown \(SIGINT\)", text)
+    assert "pending (not crawled)" in text
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and all(row["url"] for row in rows)
+    assert site.hits < 200
+
+
+async def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
+    site = SlowSite(delay=3)
+    async with serve(site.app()) as base:
+        SLOW = SLOW_SPIDER.replace('name = "slow"', f'name = "slow"\n    start_urls = ["{base}/?count=50"]')
+        process, _ = await _start_slow(tmp_path, site, SLOW, hits=3)
+        process.send_signal(signal.SIGINT)
+        await asyncio.sleep(0.3)
+        process.send_signal(signal.SIGINT)
+        _, stderr = await asyncio.wait_for(process.communicate(), 10)
+    assert process.returncode == 130, stderr.decode()
+
+
+async def _start_slow(tmp_path: Path, site: SlowSite, source: str, hits: int = 6) -> tuple[asyncio.subprocess.Process, Path]:
+    spider = write(tmp_path, "slow.py", source)
+    out = tmp_path / "slow.jsonl"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", spider, "-o", str(out), "-s", "concurrency=4",
+        "-s", "concurrency_per_domain=4", "-s", "shutdown_timeout=5",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    for _ in range(400):
+        if site.hits >= hits:
+            break
+        await asyncio.sleep(0.05)
+    assert site.hits >= hits
+    return process, out
+
+
+async def test_demo_command_writes_items(tmp_path: Path) -> None:
+    out = tmp_path / "demo.jsonl"
+    code, stdout, stderr = await eclaw("demo", "-o", str(out))
+    assert code == 0, stderr
+    assert len(out.read_text().splitlines()) == 500
+    assert "500 items written to" in stdout
