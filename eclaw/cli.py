@@ -144,7 +144,11 @@ async def _report_progress(stats: Stats, every: float = 5.0) -> None:
         rate = stats.responses_downloaded / max(stats.elapsed, 1e-9)
         logger.info(
             "progress: %d responses (%.0f/s), %d items, %d failed, %d dropped",
-            stats.responses_downloaded, rate, stats.items_stored, stats.requests_failed, stats.requests_dropped,
+            stats.responses_downloaded,
+            rate,
+            stats.items_stored,
+            stats.requests_failed,
+            stats.requests_dropped,
         )
 
 

@@ -118,8 +118,9 @@ class Crawl:
         """Stop scheduling; let in-flight downloads finish within ``shutdown_timeout``."""
         if self._stopping:
             return
-        logger.info("stopping crawl %r (%s); waiting for %d in-flight downloads",
-                    self.spider.name, reason, len(self._downloads))
+        logger.info(
+            "stopping crawl %r (%s); waiting for %d in-flight downloads", self.spider.name, reason, len(self._downloads)
+        )
         self._stopping = True
         self.stats.finish_reason = reason
         loop = asyncio.get_running_loop()
@@ -207,8 +208,9 @@ class Crawl:
     def _handler_failed(self, handler: Handler, event: Event, exc: Exception) -> None:
         self.stats.handler_errors += 1
         name = getattr(handler, "__qualname__", repr(handler))
-        logger.error("handler %s failed on %s: %s: %s", name, type(event).__name__,
-                     type(exc).__name__, exc, exc_info=exc)
+        logger.error(
+            "handler %s failed on %s: %s: %s", name, type(event).__name__, type(exc).__name__, exc, exc_info=exc
+        )
 
     async def _pump(self) -> None:
         while True:
@@ -275,9 +277,7 @@ class Crawl:
         response = await self.downloader.fetch(request)
         if response.status >= 400 and response.status not in self._allowed_status:
             meta = request.meta
-            if not meta.get("handle_httpstatus_all") and response.status not in meta.get(
-                "handle_httpstatus_list", ()
-            ):
+            if not meta.get("handle_httpstatus_all") and response.status not in meta.get("handle_httpstatus_list", ()):
                 raise HttpError(response)
         return response
 
@@ -404,8 +404,11 @@ class Crawl:
             except Exception as exc:
                 url = event.response.url if event.response is not None else None
                 self._dead_letter.write(event.item, error=exc, stage=stage, url=url)
-                self.emit(ItemDropped(item=event.item, response=event.response,
-                                      reason=f"pipeline error: {type(exc).__name__}"))
+                self.emit(
+                    ItemDropped(
+                        item=event.item, response=event.response, reason=f"pipeline error: {type(exc).__name__}"
+                    )
+                )
             else:
                 self.emit(ItemStored(item=item, response=event.response))
             finally:

@@ -178,4 +178,3 @@ class HttpDownloader:
 
 def _short(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-

@@ -89,9 +89,7 @@ class Engine:
 
     # -- subscriptions --------------------------------------------------------------
 
-    def subscribe(
-        self, kind: type[E], handler: EventHandler[E], *, priority: int = 0
-    ) -> Callable[[], None]:
+    def subscribe(self, kind: type[E], handler: EventHandler[E], *, priority: int = 0) -> Callable[[], None]:
         """Call ``await handler(event)`` for every event of type ``kind`` (or a subclass).
 
         Handlers run in ``priority`` order (lower first), then in order of
@@ -193,8 +191,14 @@ class Engine:
             stats = await crawl.run()
         finally:
             self._crawls.discard(crawl)
-        logger.info("crawl %r %s: %d requests, %d items in %.1fs", crawl.spider.name, stats.finish_reason,
-                    stats.requests_generated, stats.items_stored, stats.elapsed)
+        logger.info(
+            "crawl %r %s: %d requests, %d items in %.1fs",
+            crawl.spider.name,
+            stats.finish_reason,
+            stats.requests_generated,
+            stats.items_stored,
+            stats.elapsed,
+        )
         return stats
 
     def items(self, spider: SpiderArg, *, buffer: int = 100, **spider_args: Any) -> ItemStream:
@@ -259,5 +263,3 @@ class _QueueSink:
 
     async def close(self, spider: Spider) -> None:
         return None
-
-

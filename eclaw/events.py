@@ -51,7 +51,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """Base of all events."""

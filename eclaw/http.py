@@ -121,9 +121,7 @@ class Response:
         self.url = url
         self.status = status
         self.headers: CIMultiDictProxy[str] = (
-            headers
-            if isinstance(headers, CIMultiDictProxy)
-            else CIMultiDictProxy(CIMultiDict(headers or {}))
+            headers if isinstance(headers, CIMultiDictProxy) else CIMultiDictProxy(CIMultiDict(headers or {}))
         )
         self.body = body
         self.request = request if request is not None else Request(url)

@@ -48,9 +48,7 @@ class CallbackParser:
 
 def is_item(value: object) -> bool:
     """True for what a callback may yield as an item: a mapping or a dataclass instance."""
-    return isinstance(value, Mapping) or (
-        dataclasses.is_dataclass(value) and not isinstance(value, type)
-    )
+    return isinstance(value, Mapping) or (dataclasses.is_dataclass(value) and not isinstance(value, type))
 
 
 async def _outputs(result: Any) -> AsyncIterator[object]:
@@ -69,5 +67,3 @@ async def _outputs(result: Any) -> AsyncIterator[object]:
         raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
     for value in result:
         yield value
-
-

@@ -72,11 +72,14 @@ class Settings:
             value = getattr(self, field.name)
             kind = _types()[field.name]
             if not _instance_of(value, kind):
-                raise ConfigError(
-                    f"setting {field.name!r} must be {_describe(kind)}, got {value!r}"
-                )
-        for name in ("concurrency", "concurrency_per_domain", "max_response_size",
-                     "dupefilter_capacity", "max_url_length"):
+                raise ConfigError(f"setting {field.name!r} must be {_describe(kind)}, got {value!r}")
+        for name in (
+            "concurrency",
+            "concurrency_per_domain",
+            "max_response_size",
+            "dupefilter_capacity",
+            "max_url_length",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name!r} must be at least 1, got {getattr(self, name)!r}")
         for name in ("download_delay", "max_redirects", "max_depth", "shutdown_timeout"):
@@ -110,7 +113,7 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Defaults overridden by ``ECLAW_<KEY>`` variables (``ECLAW_CONCURRENCY=32``)."""
         env = os.environ if environ is None else environ
-        values = {k[len("ECLAW_"):]: v for k, v in env.items() if k.startswith("ECLAW_")}
+        values = {k[len("ECLAW_") :]: v for k, v in env.items() if k.startswith("ECLAW_")}
         try:
             return cls().replace(values)
         except ConfigError as exc:

@@ -1,7 +1,7 @@
 """Helpers for testing spiders against local sites (no internet).
 
-    async with serve(my_app) as base_url:
-        items, stats = await collect(MySpider, start_urls=[base_url + "/"])
+async with serve(my_app) as base_url:
+    items, stats = await collect(MySpider, start_urls=[base_url + "/"])
 """
 
 from __future__ import annotations

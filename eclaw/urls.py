@@ -38,7 +38,6 @@ def fingerprint(request: Request) -> bytes:
     return digest.digest()
 
 
-
 def url_host(url: str) -> str:
     """Lower-case host of ``url`` ("" if it has none)."""
     try:

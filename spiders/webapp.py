@@ -20,7 +20,7 @@ from aiohttp import web
 from eclaw import Engine, Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shop import ShopSpider  # noqa: E402 - the example spider beside this file
+from shop import ShopSpider
 
 
 async def crawl(request: web.Request) -> web.StreamResponse:

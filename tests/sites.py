@@ -12,8 +12,9 @@ from aiohttp import web
 
 def page(*links: str, title: str = "page", extra: str = "") -> web.Response:
     anchors = "".join(f'<a href="{href}">{href}</a>' for href in links)
-    return web.Response(text=f"<html><head><title>{title}</title></head><body>{anchors}{extra}</body></html>",
-                        content_type="text/html")
+    return web.Response(
+        text=f"<html><head><title>{title}</title></head><body>{anchors}{extra}</body></html>", content_type="text/html"
+    )
 
 
 class SlowSite:
@@ -78,8 +79,14 @@ def fault_app() -> web.Application:
 
     async def echo(request: web.Request) -> web.Response:
         body = await request.read()
-        return web.json_response({"method": request.method, "body": body.decode(),
-                                  "headers": dict(request.headers), "cookies": dict(request.cookies)})
+        return web.json_response(
+            {
+                "method": request.method,
+                "body": body.decode(),
+                "headers": dict(request.headers),
+                "cookies": dict(request.cookies),
+            }
+        )
 
     async def set_cookie(request: web.Request) -> web.Response:
         response = page(title="cookie")
@@ -124,10 +131,21 @@ def fault_app() -> web.Application:
         return response
 
     routes = {
-        "/chain/{n}": redirect_chain, "/loop/a": loop_a, "/loop/b": loop_b, "/offsite": offsite,
-        "/mailto": to_mailto, "/see-other": see_other, "/echo": echo, "/set-cookie": set_cookie,
-        "/status/{code}": status, "/big": big, "/big-declared": big_declared, "/gzip-bomb": gzip_bomb,
-        "/deflate": gzipped, "/sleepy": sleepy, "/truncated": truncated,
+        "/chain/{n}": redirect_chain,
+        "/loop/a": loop_a,
+        "/loop/b": loop_b,
+        "/offsite": offsite,
+        "/mailto": to_mailto,
+        "/see-other": see_other,
+        "/echo": echo,
+        "/set-cookie": set_cookie,
+        "/status/{code}": status,
+        "/big": big,
+        "/big-declared": big_declared,
+        "/gzip-bomb": gzip_bomb,
+        "/deflate": gzipped,
+        "/sleepy": sleepy,
+        "/truncated": truncated,
     }
     for path, handler in routes.items():
         app.router.add_route("*", path, handler)

@@ -21,19 +21,20 @@ ROOT = Path(__file__).resolve().parent.parent
 SHOP = str(ROOT / "spiders" / "shop.py")
 
 
-async def eclaw(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+async def eclaw(*args: str, wait: float = 60) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "eclaw", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    out, err = await asyncio.wait_for(process.communicate(), wait)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
 
 async def test_crawl_writes_jsonl_and_prints_stats(demo_url: str, tmp_path: Path) -> None:
     out = tmp_path / "items.jsonl"
-    code, stdout, stderr = await eclaw("crawl", SHOP, "-a", f"base_url={demo_url}", "-o", str(out),
-                                       "-s", "CONCURRENCY=8", "--log-level", "WARNING")
+    code, stdout, stderr = await eclaw(
+        "crawl", SHOP, "-a", f"base_url={demo_url}", "-o", str(out), "-s", "CONCURRENCY=8", "--log-level", "WARNING"
+    )
     assert code == 0, stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == len({row["sku"] for row in rows}) == 500
@@ -42,8 +43,16 @@ async def test_crawl_writes_jsonl_and_prints_stats(demo_url: str, tmp_path: Path
 
 
 async def test_crawl_writes_csv_and_jsonl_at_once(demo_url: str, tmp_path: Path) -> None:
-    code, _, stderr = await eclaw("crawl", f"{SHOP}:ShopSpider", "-a", f"base_url={demo_url}",
-                                  "-o", str(tmp_path / "a.csv"), "-o", str(tmp_path / "b.jsonl"))
+    code, _, stderr = await eclaw(
+        "crawl",
+        f"{SHOP}:ShopSpider",
+        "-a",
+        f"base_url={demo_url}",
+        "-o",
+        str(tmp_path / "a.csv"),
+        "-o",
+        str(tmp_path / "b.jsonl"),
+    )
     assert code == 0, stderr
     with (tmp_path / "a.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -78,26 +87,47 @@ class A(Spider):
     [
         ({}, ["crawl", "{tmp}/missing.py"], "spider file not found"),
         ({"empty.py": "x = 1\n"}, ["crawl", "{tmp}/empty.py"], "no Spider subclass found in"),
-        ({"broken.py": "import not_a_module_anywhere\n"}, ["crawl", "{tmp}/broken.py"],
-         "error importing {tmp}/broken.py line 1: ModuleNotFoundError"),
-        ({"syntax.py": "def (:\n"}, ["crawl", "{tmp}/syntax.py"], "error importing {tmp}/syntax.py line 1: SyntaxError"),
-        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-s", "CONCURENCY=3"],
-         "unknown setting 'CONCURENCY' (did you mean 'concurrency'?)"),
-        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-s", "concurrency=lots"], "setting 'concurrency' must be an integer"),
+        (
+            {"broken.py": "import not_a_module_anywhere\n"},
+            ["crawl", "{tmp}/broken.py"],
+            "error importing {tmp}/broken.py line 1: ModuleNotFoundError",
+        ),
+        (
+            {"syntax.py": "def (:\n"},
+            ["crawl", "{tmp}/syntax.py"],
+            "error importing {tmp}/syntax.py line 1: SyntaxError",
+        ),
+        (
+            {"s.py": SPIDER},
+            ["crawl", "{tmp}/s.py", "-s", "CONCURENCY=3"],
+            "unknown setting 'CONCURENCY' (did you mean 'concurrency'?)",
+        ),
+        (
+            {"s.py": SPIDER},
+            ["crawl", "{tmp}/s.py", "-s", "concurrency=lots"],
+            "setting 'concurrency' must be an integer",
+        ),
         ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-s", "concurrency"], "-s expects KEY=VALUE"),
         ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-o", "{tmp}/nowhere/out.jsonl"], "output directory does not exist"),
         ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-o", "{tmp}/out.xml"], "unsupported output format '.xml'"),
         ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py:B"], "no spider 'B' in {tmp}/s.py (found: A)"),
-        ({"two.py": SPIDER + SPIDER.replace("class A", "class B").replace('"a"', '"b"').split("\n", 2)[2]},
-         ["crawl", "{tmp}/two.py"], "several spiders in {tmp}/two.py (A, B)"),
-        ({"u.py": SPIDER.replace("http://127.0.0.1:9/", "www.example.com")}, ["crawl", "{tmp}/u.py"],
-         "malformed URL 'www.example.com'"),
+        (
+            {"two.py": SPIDER + SPIDER.replace("class A", "class B").replace('"a"', '"b"').split("\n", 2)[2]},
+            ["crawl", "{tmp}/two.py"],
+            "several spiders in {tmp}/two.py (A, B)",
+        ),
+        (
+            {"u.py": SPIDER.replace("http://127.0.0.1:9/", "www.example.com")},
+            ["crawl", "{tmp}/u.py"],
+            "malformed URL 'www.example.com'",
+        ),
         ({"n.py": SPIDER.replace('name = "a"', "pass")}, ["crawl", "{tmp}/n.py"], "spider A has no name"),
         ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "--log-level", "LOUD"], "bad log level 'LOUD'"),
     ],
 )
-async def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, files: dict[str, str], args: list[str],
-                                               message: str) -> None:
+async def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, files: dict[str, str], args: list[str], message: str
+) -> None:
     for name, source in files.items():
         write(tmp_path, name, source)
     code, stdout, stderr = await eclaw(*(a.format(tmp=tmp_path) for a in args))
@@ -111,7 +141,12 @@ async def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, files: dict[str,
 async def test_bad_environment_setting_exits_2(tmp_path: Path) -> None:
     spider = write(tmp_path, "s.py", SPIDER)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", spider, stderr=subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "eclaw",
+        "crawl",
+        spider,
+        stderr=subprocess.PIPE,
         env={"ECLAW_TIMEOUT": "soon", "PATH": "/usr/bin:/bin"},
     )
     _, err = await process.communicate()
@@ -158,13 +193,27 @@ async def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
     assert process.returncode == 130, stderr.decode()
 
 
-async def _start_slow(tmp_path: Path, site: SlowSite, source: str, hits: int = 6) -> tuple[asyncio.subprocess.Process, Path]:
+async def _start_slow(
+    tmp_path: Path, site: SlowSite, source: str, hits: int = 6
+) -> tuple[asyncio.subprocess.Process, Path]:
     spider = write(tmp_path, "slow.py", source)
     out = tmp_path / "slow.jsonl"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", spider, "-o", str(out), "-s", "concurrency=4",
-        "-s", "concurrency_per_domain=4", "-s", "shutdown_timeout=5",
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "eclaw",
+        "crawl",
+        spider,
+        "-o",
+        str(out),
+        "-s",
+        "concurrency=4",
+        "-s",
+        "concurrency_per_domain=4",
+        "-s",
+        "shutdown_timeout=5",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     for _ in range(400):
         if site.hits >= hits:

@@ -44,8 +44,9 @@ async def test_two_crawls_share_one_engine(demo_url: str) -> None:
         stored += 1
 
     async with engine:
-        results = await asyncio.gather(engine.crawl(ShopSpider, base_url=demo_url),
-                                       engine.crawl(ShopSpider, base_url=demo_url))
+        results = await asyncio.gather(
+            engine.crawl(ShopSpider, base_url=demo_url), engine.crawl(ShopSpider, base_url=demo_url)
+        )
     assert stored == 1000
     assert [s.items_stored for s in results] == [500, 500]
 
@@ -117,10 +118,13 @@ async def test_webapp_example_streams_items(demo_url: str) -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    async with serve(module.make_app()) as app_url, aiohttp.ClientSession() as session:
-        async with session.get(f"{app_url}/crawl", params={"site": demo_url}) as response:
-            assert response.status == 200
-            lines = [line async for line in response.content if line.strip()]
+    async with (
+        serve(module.make_app()) as app_url,
+        aiohttp.ClientSession() as session,
+        session.get(f"{app_url}/crawl", params={"site": demo_url}) as response,
+    ):
+        assert response.status == 200
+        lines = [line async for line in response.content if line.strip()]
     items = [json.loads(line) for line in lines]
     assert len(items) == len({item["sku"] for item in items}) == 500
 

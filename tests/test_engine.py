@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from eclaw.middlewares import DefaultHeaders, defaults
 
 from eclaw import CloseSpider, DropItem, Engine, IgnoreRequest, Request, Response, Settings, Spider
 from eclaw.events import ItemDropped, RequestDropped, RequestFailed, ResponseDownloaded
-from eclaw.middlewares import DefaultHeaders, defaults
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
 from tests.sites import SlowSite, fault_app, page
@@ -84,8 +84,14 @@ class CallbackStyles(Spider):
     name = "styles"
 
     def parse(self, response: Response) -> Any:
-        callbacks = {"/a": self.async_gen, "/b": self.sync_gen, "/c": self.coroutine, "/d": self.plain,
-                     "/missing": self.sync_gen, "/boom": self.fails}
+        callbacks = {
+            "/a": self.async_gen,
+            "/b": self.sync_gen,
+            "/c": self.coroutine,
+            "/d": self.plain,
+            "/missing": self.sync_gen,
+            "/boom": self.fails,
+        }
         for href, callback in callbacks.items():
             yield response.follow(href, callback=callback, errback=self.on_error, cb_kwargs={"tag": href})
 

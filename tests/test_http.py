@@ -62,7 +62,9 @@ def test_text_detected_without_declaration() -> None:
 
 
 def test_selectors() -> None:
-    response = html(b'<html><body><h1>Title</h1><ul><li><a href="/a">A</a></li><li><a href="b">B</a></li></ul></body></html>')
+    response = html(
+        b'<html><body><h1>Title</h1><ul><li><a href="/a">A</a></li><li><a href="b">B</a></li></ul></body></html>'
+    )
     assert response.css("h1::text").get() == "Title"
     assert response.xpath("//a/@href").getall() == ["/a", "b"]
     assert response.css("li a::attr(href)").getall() == ["/a", "b"]

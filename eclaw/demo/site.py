@@ -64,8 +64,14 @@ def _catalogue() -> tuple[Product, ...]:
 def expected_products() -> list[dict[str, object]]:
     """The items a correct crawl of the demo site yields, ordered by SKU."""
     return [
-        {"sku": p.sku, "title": p.title, "price": p.price, "category": p.category,
-         "in_stock": p.in_stock, "rating": p.rating}
+        {
+            "sku": p.sku,
+            "title": p.title,
+            "price": p.price,
+            "category": p.category,
+            "in_stock": p.in_stock,
+            "rating": p.rating,
+        }
         for p in _catalogue()
     ]
 
@@ -86,8 +92,9 @@ def _page(title: str, body: str) -> web.Response:
 async def home(request: web.Request) -> web.Response:
     featured = _catalogue()[::97]
     links = "".join(f'<li><a class="product" href="/product/{p.id}">{html.escape(p.title)}</a></li>' for p in featured)
-    return _page("Home", f"<h1>Welcome</h1><ul class='featured'>{links}</ul>"
-                         f'<a href="{OFFSITE}/ads?id=1">Sponsored</a>')
+    return _page(
+        "Home", f"<h1>Welcome</h1><ul class='featured'>{links}</ul><a href=\"{OFFSITE}/ads?id=1\">Sponsored</a>"
+    )
 
 
 async def about(request: web.Request) -> web.Response:
@@ -126,9 +133,7 @@ async def product(request: web.Request) -> web.Response:
     except (ValueError, IndexError):
         raise web.HTTPNotFound() from None
     n = len(_catalogue())
-    related = "".join(
-        f'<a class="related" href="/product/{(p.id + k * 37) % n + 1}">related</a> ' for k in (1, 2, 3)
-    )
+    related = "".join(f'<a class="related" href="/product/{(p.id + k * 37) % n + 1}">related</a> ' for k in (1, 2, 3))
     stock = "In stock" if p.in_stock else "Sold out"
     body = f"""<article class="product" data-id="{p.id}">
 <h1 class="title">{html.escape(p.title)}</h1>
