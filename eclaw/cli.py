@@ -152,6 +152,18 @@ async def _report_progress(stats: Stats, every: float = 5.0) -> None:
         )
 
 
+async def _until_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from aiohttp import web
 
@@ -171,7 +183,8 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.serve:
             print(f"demo shop at {base_url}/ (Ctrl-C to stop)", flush=True)
-            await asyncio.Event().wait()
+            await _until_signal()
+            return 0
         print(f"demo shop at {base_url}/; crawling it with spiders/shop.py ...", flush=True)
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         engine = Engine(settings, outputs=[args.output])

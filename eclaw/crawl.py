@@ -33,7 +33,6 @@ from eclaw.exceptions import (
     CloseSpider,
     ConfigError,
     DownloadError,
-    DropItem,
     EclawError,
     HttpError,
     IgnoreRequest,
@@ -41,7 +40,7 @@ from eclaw.exceptions import (
 from eclaw.http import Request, Response
 from eclaw.middleware import Middleware, chain
 from eclaw.parser import Parser, is_item
-from eclaw.pipeline import DeadLetter, ItemPipeline
+from eclaw.pipeline import DeadLetter, ItemPipeline, PipelineRunner
 from eclaw.scheduler import Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
@@ -79,6 +78,7 @@ class Crawl:
         self._dead_letter = DeadLetter(settings.dead_letter)
         self._queue: deque[Event] = deque()
         self._wakeup = asyncio.Event()
+        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self.emit, self._wakeup.set)
         self._plans: dict[type[Event], tuple[Handler, ...]] = {}
         self._internal: dict[type[Event], Handler] = {
             RequestGenerated: self._on_generated,
@@ -94,8 +94,6 @@ class Crawl:
         self._tasks: set[asyncio.Task[None]] = set()
         self._downloads: dict[asyncio.Task[None], Request] = {}
         self._busy = 0  # parse/errback tasks and items inside pipelines
-        self._items: deque[ItemParsed] = deque()
-        self._items_ready = asyncio.Event()
         self._start_done = False
         self._drained = asyncio.Event()  # start requests wait on it when the frontier is full
         self._low_water = -1
@@ -139,7 +137,7 @@ class Crawl:
             await self._open(opened)
             self.emit(SpiderOpened(spider=self.spider))
             self._spawn(self._feed_start_requests())
-            pipeline_task = asyncio.create_task(self._pipeline_worker())
+            pipeline_task = asyncio.create_task(self._items.run())
             self._tasks.add(pipeline_task)
             await self._loop()
             if not self.stats.finish_reason:
@@ -339,6 +337,8 @@ class Crawl:
                 value.depth = request.depth + 1
                 counts[1] += 1
                 self.emit(RequestGenerated(request=value, parent=response))
+            elif value is None:
+                continue  # a callback may yield None, as Scrapy allows
             elif is_item(value):
                 counts[0] += 1
                 self.emit(ItemParsed(item=value, response=response))
@@ -380,40 +380,7 @@ class Crawl:
 
     async def _on_item(self, event: ItemParsed) -> None:
         self.stats.items_parsed += 1
-        self._items.append(event)
-        self._items_ready.set()
-
-    async def _pipeline_worker(self) -> None:
-        spider = self.spider
-        while True:
-            while not self._items:
-                self._items_ready.clear()
-                await self._items_ready.wait()
-            event = self._items[0]
-            item, stage = event.item, "pipeline"
-            try:
-                for pipeline in self.pipelines:
-                    stage = repr(pipeline)
-                    item = await pipeline.process_item(item, spider)
-                    if item is None:
-                        raise DropItem(f"{stage} returned None")
-            except DropItem as exc:
-                self.emit(ItemDropped(item=item, response=event.response, reason=exc.reason))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                url = event.response.url if event.response is not None else None
-                self._dead_letter.write(event.item, error=exc, stage=stage, url=url)
-                self.emit(
-                    ItemDropped(
-                        item=event.item, response=event.response, reason=f"pipeline error: {type(exc).__name__}"
-                    )
-                )
-            else:
-                self.emit(ItemStored(item=item, response=event.response))
-            finally:
-                self._items.popleft()
-                self._wakeup.set()
+        self._items.submit(event)
 
     async def _on_item_stored(self, event: ItemStored) -> None:
         self.stats.items_stored += 1

@@ -3,18 +3,23 @@ dead-letter file for items none could store."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from eclaw.events import Event, ItemDropped, ItemParsed, ItemStored
+from eclaw.exceptions import DropItem
+
 if TYPE_CHECKING:
     from eclaw.spider import Spider
 
-__all__ = ["DeadLetter", "FunctionPipeline", "ItemPipeline", "as_pipeline", "item_to_dict"]
+__all__ = ["DeadLetter", "FunctionPipeline", "ItemPipeline", "PipelineRunner", "as_pipeline", "item_to_dict"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,3 +110,64 @@ class DeadLetter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class PipelineRunner:
+    """Passes parsed items through the pipelines in order, one item at a time,
+    in its own task so a slow pipeline never blocks event dispatch.
+
+    Each item ends as ``ItemStored``, or ``ItemDropped`` (``DropItem``, or any
+    other exception, after which the item is dead-lettered).
+    """
+
+    def __init__(
+        self,
+        pipelines: list[ItemPipeline],
+        spider: Spider,
+        dead_letter: DeadLetter,
+        emit: Callable[[Event], None],
+        done: Callable[[], None],
+    ) -> None:
+        self.pipelines = pipelines
+        self._spider = spider
+        self._dead_letter = dead_letter
+        self._emit = emit
+        self._done = done
+        self._queue: deque[ItemParsed] = deque()
+        self._ready = asyncio.Event()
+
+    def submit(self, event: ItemParsed) -> None:
+        self._queue.append(event)
+        self._ready.set()
+
+    def __len__(self) -> int:
+        """Items submitted and not yet finished."""
+        return len(self._queue)
+
+    async def run(self) -> None:
+        while True:
+            while not self._queue:
+                self._ready.clear()
+                await self._ready.wait()
+            try:
+                self._emit(await self._process(self._queue[0]))
+            finally:
+                self._queue.popleft()
+                self._done()
+
+    async def _process(self, event: ItemParsed) -> Event:
+        item, stage = event.item, "pipeline"
+        try:
+            for pipeline in self.pipelines:
+                stage = repr(pipeline)
+                item = await pipeline.process_item(item, self._spider)
+                if item is None:
+                    raise DropItem(f"{stage} returned None")
+        except DropItem as exc:
+            return ItemDropped(item=item, response=event.response, reason=exc.reason)
+        except Exception as exc:
+            url = event.response.url if event.response is not None else None
+            self._dead_letter.write(event.item, error=exc, stage=stage, url=url)
+            reason = f"pipeline error: {type(exc).__name__}"
+            return ItemDropped(item=event.item, response=event.response, reason=reason)
+        return ItemStored(item=item, response=event.response)

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from eclaw.testing import serve
@@ -165,16 +166,17 @@ class Slow(Spider):
 """
 
 
-async def test_sigint_finishes_in_flight_flushes_and_exits_0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_signal_finishes_in_flight_flushes_and_exits_0(tmp_path: Path, signum: signal.Signals) -> None:
     site = SlowSite(delay=0.4)
     async with serve(site.app()) as base:
         SLOW = SLOW_SPIDER.replace('name = "slow"', f'name = "slow"\n    start_urls = ["{base}/?count=200"]')
         process, out = await _start_slow(tmp_path, site, SLOW)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 0, stderr.decode()
     text = stdout.decode()
-    assert re.search(r"finish reason\s+shutdown \(SIGINT\)", text)
+    assert re.search(rf"finish reason\s+shutdown \({signum.name}\)", text)
     assert "pending (not crawled)" in text
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows and all(row["url"] for row in rows)
@@ -229,3 +231,20 @@ async def test_demo_command_writes_items(tmp_path: Path) -> None:
     assert code == 0, stderr
     assert len(out.read_text().splitlines()) == 500
     assert "500 items written to" in stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_demo_serve_serves_until_signalled(signum: int) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "demo", "--serve", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None
+    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+    url = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+    assert url, line
+    async with aiohttp.ClientSession() as session, session.get(url.group(1) + "product/7") as response:
+        assert response.status == 200
+        assert "SKU-00007" in await response.text()
+    process.send_signal(signum)
+    await asyncio.wait_for(process.communicate(), 10)
+    assert process.returncode == 0

@@ -1,0 +1,53 @@
+"""The README's examples run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from eclaw import Engine, IgnoreRequest, Request, Response, Spider
+from eclaw.middlewares import defaults
+from eclaw.testing import collect, serve
+from tests.conftest import assert_accounted
+from tests.test_example_spiders import quotes_site
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def block(containing: str) -> str:
+    for code in re.findall(r"```python\n(.*?)```", README, re.S):
+        if containing in code:
+            return code
+    raise AssertionError(f"no python block with {containing!r}")
+
+
+async def test_ten_line_spider() -> None:
+    code = block("class QuotesSpider")
+    assert len([line for line in code.splitlines() if line.strip()]) <= 10
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    async with serve(quotes_site()) as base:
+        items, stats = await collect(namespace["QuotesSpider"], start_urls=[base + "/"])
+    assert len(items) == 5 and items[0]["author"] == "Albert Einstein"
+    assert_accounted(stats)
+
+
+async def test_middleware_example(demo_url: str) -> None:
+    namespace: dict[str, Any] = {"IgnoreRequest": IgnoreRequest}
+    exec(compile(block("async def no_admin").split("```")[0], "README.md", "exec"), namespace)
+
+    class Admin(Spider):
+        name = "admin"
+
+        async def start_requests(self) -> Any:
+            yield Request(demo_url + "/about")
+            yield Request(demo_url + "/admin/panel")
+
+        def parse(self, response: Response) -> Any:
+            yield {"seen_by": response.meta["seen_by"]}
+
+    engine = Engine(middlewares=[*defaults(), namespace["no_admin"]])
+    items, stats = await collect(Admin, engine=engine)
+    assert items == [{"seen_by": "no_admin"}]
+    assert stats.dropped_by_reason == {"admin area": 1}
