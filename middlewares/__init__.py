@@ -8,9 +8,8 @@ position is the order (first = outermost)::
 
 from __future__ import annotations
 
-from eclaw.middlewares.default_headers import DefaultHeaders
-
 from eclaw.middleware import Middleware
+from eclaw.middlewares.default_headers import DefaultHeaders
 
 __all__ = ["DefaultHeaders", "defaults"]
 

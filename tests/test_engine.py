@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from eclaw.middlewares import DefaultHeaders, defaults
 
 from eclaw import CloseSpider, DropItem, Engine, IgnoreRequest, Request, Response, Settings, Spider
 from eclaw.events import ItemDropped, RequestDropped, RequestFailed, ResponseDownloaded
+from eclaw.middlewares import DefaultHeaders, defaults
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
 from tests.sites import SlowSite, fault_app, page

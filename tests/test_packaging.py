@@ -8,11 +8,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-import eclaw.middlewares
 import pytest
 
 import eclaw
 import eclaw.events
+import eclaw.middlewares
 
 ROOT = Path(__file__).resolve().parent.parent
 
