@@ -19,19 +19,20 @@ from tests.conftest import assert_accounted
 from tests.sites import SlowSite, fault_app, page
 
 
+class FollowLinks(Spider):
+    name = "follow-links"
+
+    def parse(self, response: Response) -> Any:
+        yield from response.follow_all(css="a")
+
+
 async def test_downloads_overlap_up_to_concurrency() -> None:
     site = SlowSite(delay=0.5)
-
-    class Slow(Spider):
-        name = "slow"
-
-        def parse(self, response: Response) -> Any:
-            yield from response.follow_all(css="a")
 
     async with serve(site.app()) as base:
         started = time.monotonic()
         settings = Settings(concurrency=10, concurrency_per_domain=10)
-        _, stats = await collect(Slow, settings=settings, start_urls=[base + "/?count=20"])
+        _, stats = await collect(FollowLinks, settings=settings, start_urls=[base + "/?count=20"])
         elapsed = time.monotonic() - started
     assert stats.requests_parsed == 21
     assert site.peak == 10  # never more than the limit, and the limit was reached
@@ -43,15 +44,9 @@ async def test_downloads_overlap_up_to_concurrency() -> None:
 async def test_per_domain_limit_holds() -> None:
     site = SlowSite(delay=0.2)
 
-    class Slow(Spider):
-        name = "slow"
-
-        def parse(self, response: Response) -> Any:
-            yield from response.follow_all(css="a")
-
     async with serve(site.app()) as base:
         settings = Settings(concurrency=16, concurrency_per_domain=3)
-        _, stats = await collect(Slow, settings=settings, start_urls=[base + "/?count=12"])
+        _, stats = await collect(FollowLinks, settings=settings, start_urls=[base + "/?count=12"])
     assert site.peak == 3
     assert_accounted(stats)
 
