@@ -78,7 +78,7 @@ class Crawl:
         self._dead_letter = DeadLetter(settings.dead_letter)
         self._queue: deque[Event] = deque()
         self._wakeup = asyncio.Event()
-        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self.emit, self._wakeup.set)
+        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self._signal, self._wakeup.set)
         self._plans: dict[type[Event], tuple[Handler, ...]] = {}
         self._internal: dict[type[Event], Handler] = {
             RequestGenerated: self._on_generated,
@@ -90,6 +90,12 @@ class Crawl:
             ItemParsed: self._on_item,
             ItemStored: self._on_item_stored,
             ItemDropped: self._on_item_dropped,
+        }
+        self._direct: dict[type[Event], Callable[[Any], None]] = {
+            ResponseParsed: self._count_parsed,
+            ItemParsed: self._accept_item,
+            ItemStored: self._count_stored,
+            ItemDropped: self._count_item_dropped,
         }
         self._tasks: set[asyncio.Task[None]] = set()
         self._downloads: dict[asyncio.Task[None], Request] = {}
@@ -103,6 +109,9 @@ class Crawl:
         self._stopping = False
         self._stop_deadline: asyncio.TimerHandle | None = None
         self._allowed_status = frozenset(spider.handle_httpstatus_list)
+        # Events nobody subscribed to are not built or queued on the hot path:
+        # their accounting runs directly (handlers are frozen by now).
+        self._watched = {kind: bool(handlers(kind)) for kind in self._internal}
 
     # -- public control -------------------------------------------------------------
 
@@ -217,7 +226,12 @@ class Crawl:
                 return
             task = asyncio.create_task(self._download(request))
             self._downloads[task] = request
-            self.emit(RequestScheduled(request=request))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            if self._watched[RequestScheduled]:
+                self.emit(RequestScheduled(request=request))
+            else:
+                self.stats.requests_scheduled += 1
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -235,7 +249,7 @@ class Crawl:
                     break
                 if not isinstance(request, Request):
                     raise ConfigError(f"start_requests() yielded {request!r}, not a Request")
-                self.emit(RequestGenerated(request=request))
+                await self._submit(request, None)
                 if self.scheduler.pending() > high_water:
                     await self._frontier_drained(high_water)
         except asyncio.CancelledError:
@@ -257,16 +271,42 @@ class Crawl:
 
     # -- request lifecycle ----------------------------------------------------------
 
+    async def _submit(self, request: Request, parent: Response | None) -> None:
+        """A new request: through dispatch if observed, else straight to the scheduler."""
+        if self._watched[RequestGenerated]:
+            self.emit(RequestGenerated(request=request, parent=parent))
+        else:
+            await self._enqueue([request])
+
     async def _on_generated(self, event: RequestGenerated) -> None:
-        self.stats.requests_generated += 1
+        await self._enqueue([event.request])
+
+    async def _enqueue(self, requests: list[Request]) -> None:
+        self.stats.requests_generated += len(requests)
         try:
-            reason = await self.scheduler.enqueue(event.request)
+            reasons = await self.scheduler.enqueue(requests)
         except Exception as exc:
-            logger.error("scheduler failed on %s: %s", event.request, exc, exc_info=exc)
-            self.emit(RequestFailed(request=event.request, reason="scheduler error", error=exc))
+            logger.error("scheduler failed on %d requests: %s", len(requests), exc, exc_info=exc)
+            for request in requests:
+                self.emit(RequestFailed(request=request, reason="scheduler error", error=exc))
             return
-        if reason is not None:
-            self.emit(RequestDropped(request=event.request, reason=reason))
+        if self._watched[RequestDropped]:
+            for request, reason in zip(requests, reasons, strict=True):
+                if reason is not None:
+                    self.emit(RequestDropped(request=request, reason=reason))
+        else:
+            stats = self.stats
+            for reason in reasons:
+                if reason is not None:
+                    stats.requests_dropped += 1
+                    stats.dropped_by_reason[reason] += 1
+        self._wakeup.set()
+
+    def _drop(self, request: Request, reason: str) -> None:
+        if self._watched[RequestDropped]:
+            self.emit(RequestDropped(request=request, reason=reason))
+        else:
+            self._count_dropped(reason)
 
     async def _on_scheduled(self, event: RequestScheduled) -> None:
         self.stats.requests_scheduled += 1
@@ -280,10 +320,11 @@ class Crawl:
         return response
 
     async def _download(self, request: Request) -> None:
+        response = None
         try:
             response = await self._fetch(request)
         except IgnoreRequest as exc:
-            self.emit(RequestDropped(request=request, reason=exc.reason))
+            self._drop(request, exc.reason)
         except DownloadError as exc:
             logger.warning("failed %s: %s", request.url, exc)
             self.emit(RequestFailed(request=request, reason=exc.reason, error=exc))
@@ -293,22 +334,31 @@ class Crawl:
         except Exception as exc:
             logger.error("error downloading %s: %s: %s", request.url, type(exc).__name__, exc, exc_info=exc)
             self.emit(RequestFailed(request=request, reason=f"error: {type(exc).__name__}", error=exc))
-        else:
-            self.emit(ResponseDownloaded(request=response.request, response=response))
         finally:
             del self._downloads[asyncio.current_task()]  # type: ignore[arg-type]
             try:
                 await self.scheduler.release(request)
             finally:
                 self._wakeup.set()
+        if response is None:
+            return
+        if self._watched[ResponseDownloaded]:
+            self.emit(ResponseDownloaded(request=response.request, response=response))
+        else:  # parse right here: the slot is already free, no extra task needed
+            self._count_downloaded(response)
+            self._busy += 1
+            await self._parse(response)
 
     async def _on_downloaded(self, event: ResponseDownloaded) -> None:
-        response = event.response
-        self.stats.responses_downloaded += 1
-        self.stats.status_counts[response.status] += 1
-        self.stats.bytes_downloaded += len(response.body)
+        self._count_downloaded(event.response)
         self._busy += 1
-        self._spawn(self._parse(response))
+        self._spawn(self._parse(event.response))
+
+    def _count_downloaded(self, response: Response) -> None:
+        stats = self.stats
+        stats.responses_downloaded += 1
+        stats.status_counts[response.status] += 1
+        stats.bytes_downloaded += len(response.body)
 
     async def _parse(self, response: Response) -> None:
         request = response.request
@@ -317,36 +367,65 @@ class Crawl:
             await self._collect(self.parser.parse(response, self.spider), request, response, counts)
         except CloseSpider as exc:
             self.stop(f"closespider: {exc.reason}")
-            self.emit(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+            self._signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
             self.emit(RequestFailed(request=request, reason=f"callback error: {type(exc).__name__}", error=exc))
         else:
-            self.emit(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+            self._signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
         finally:
             self._busy -= 1
             self._wakeup.set()
 
     async def _collect(
-        self, outputs: AsyncIterator[object], request: Request, response: Response | None, counts: list[int]
+        self,
+        outputs: AsyncIterator[object] | Iterable[object],
+        request: Request,
+        response: Response | None,
+        counts: list[int],
     ) -> None:
-        async for value in outputs:
-            if isinstance(value, Request):
-                value.depth = request.depth + 1
+        depth = request.depth + 1
+        if isinstance(outputs, AsyncIterator):
+            async for value in outputs:  # may await between values: enqueue each at once
+                if self._take(value, depth, response, counts):
+                    await self._enqueue([value])  # type: ignore[list-item]
+            return
+        # A plain iterable cannot yield control while it runs, so its requests
+        # are enqueued as one batch when it is done, with no change in timing.
+        batch: list[Request] = []
+        watched = self._watched[RequestGenerated]
+        for value in outputs:
+            if type(value) is Request and not watched:
+                value.depth = depth
                 counts[1] += 1
-                self.emit(RequestGenerated(request=value, parent=response))
-            elif value is None:
-                continue  # a callback may yield None, as Scrapy allows
-            elif is_item(value):
-                counts[0] += 1
-                self.emit(ItemParsed(item=value, response=response))
-            else:
-                kind = type(value).__name__
-                raise TypeError(f"callback yielded {kind}: expected an item (dict, dataclass) or Request")
+                batch.append(value)
+            elif self._take(value, depth, response, counts):
+                batch.append(value)  # type: ignore[arg-type]
+        if batch:
+            await self._enqueue(batch)
+
+    def _take(self, value: object, depth: int, response: Response | None, counts: list[int]) -> bool:
+        """Route one callback output; True means "a request: enqueue it now"."""
+        if isinstance(value, Request):
+            value.depth = depth
+            counts[1] += 1
+            if not self._watched[RequestGenerated]:
+                return True
+            self.emit(RequestGenerated(request=value, parent=response))
+        elif is_item(value):
+            counts[0] += 1
+            self._signal(ItemParsed(item=value, response=response))
+        elif value is not None:  # None is skipped, as Scrapy allows
+            kind = type(value).__name__
+            raise TypeError(f"callback yielded {kind}: expected an item (dict, dataclass) or Request")
+        return False
 
     async def _on_parsed(self, event: ResponseParsed) -> None:
+        self._count_parsed(event)
+
+    def _count_parsed(self, event: ResponseParsed) -> None:
         self.stats.requests_parsed += 1
 
     async def _on_failed(self, event: RequestFailed) -> None:
@@ -372,22 +451,41 @@ class Crawl:
             self._wakeup.set()
 
     async def _on_dropped(self, event: RequestDropped) -> None:
+        self._count_dropped(event.reason)
+
+    def _count_dropped(self, reason: str) -> None:
         self.stats.requests_dropped += 1
-        self.stats.dropped_by_reason[event.reason] += 1
-        logger.debug("dropped %s (%s)", event.request.url, event.reason)
+        self.stats.dropped_by_reason[reason] += 1
 
     # -- items ----------------------------------------------------------------------
 
     async def _on_item(self, event: ItemParsed) -> None:
+        self._accept_item(event)
+
+    def _accept_item(self, event: ItemParsed) -> None:
         self.stats.items_parsed += 1
         self._items.submit(event)
 
     async def _on_item_stored(self, event: ItemStored) -> None:
+        self._count_stored(event)
+
+    def _count_stored(self, event: ItemStored) -> None:
         self.stats.items_stored += 1
 
     async def _on_item_dropped(self, event: ItemDropped) -> None:
+        self._count_item_dropped(event)
+
+    def _count_item_dropped(self, event: ItemDropped) -> None:
         self.stats.items_dropped += 1
         self.stats.items_dropped_by_reason[event.reason] += 1
+
+    def _signal(self, event: Event) -> None:
+        """Dispatch ``event`` if anyone listens; otherwise just do its accounting."""
+        kind = type(event)
+        if self._watched[kind]:
+            self.emit(event)
+        else:
+            self._direct[kind](event)
 
     # -- shutdown -------------------------------------------------------------------
 

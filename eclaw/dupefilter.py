@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 from pybloom_live import ScalableBloomFilter
 
-__all__ = ["BloomDupeFilter", "DupeFilter", "SetDupeFilter"]
+__all__ = ["BloomDupeFilter", "DupeFilter", "RecentSet", "SetDupeFilter"]
 
 
 @runtime_checkable
@@ -19,9 +19,10 @@ class DupeFilter(Protocol):
 
 
 class BloomDupeFilter:
-    """Scalable Bloom filter: about 1.8 MB per million URLs at 0.1 % false positives.
+    """Scalable Bloom filter (pybloom-live): about 1.8 MB per million URLs at
+    0.1 % false positives, growing past ``capacity``.
 
-    A false positive drops a new URL as a duplicate; keep ``error_rate`` low.
+    A false positive drops a new URL as a duplicate: keep ``error_rate`` low.
     """
 
     def __init__(self, capacity: int = 1_000_000, error_rate: float = 0.001) -> None:
@@ -58,3 +59,24 @@ class SetDupeFilter:
 
     def __repr__(self) -> str:
         return f"SetDupeFilter(seen={len(self._seen)})"
+
+
+class RecentSet:
+    """Exact membership for the most recent keys, in bounded memory: two
+    generations of at most ``size`` keys; the older is dropped when the newer fills.
+    """
+
+    __slots__ = ("_new", "_old", "_size")
+
+    def __init__(self, size: int = 32768) -> None:
+        self._size = size
+        self._new: set[str] = set()
+        self._old: set[str] = set()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._new or key in self._old
+
+    def add(self, key: str) -> None:
+        if len(self._new) >= self._size:
+            self._old, self._new = self._new, set()
+        self._new.add(key)

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
+from lxml import etree
 from multidict import CIMultiDict, CIMultiDictProxy
 from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding
-from w3lib.url import safe_url_string
 
-from eclaw.exceptions import InvalidURL
+from eclaw.selectors import compiled_css, compiled_xpath, parse_html, wrap
+from eclaw.urls import absolute_url, join_url, simple_path
 
 if TYPE_CHECKING:
     from bs4 import BeautifulSoup
@@ -22,30 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["Request", "Response"]
 
 Callback = Callable[..., Any]
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 
 
-def _absolute(url: str) -> str:
-    if not isinstance(url, str):
-        raise InvalidURL(f"Request URL must be a string, got {type(url).__name__}")
-    url = url.strip()
-    scheme, sep, _ = url.partition(":")
-    if not sep or not scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
-        raise InvalidURL(f"malformed URL {url!r}: not absolute (no scheme)")
-    scheme = scheme.lower()
-    if scheme in ("http", "https"):
-        try:
-            parts = urlsplit(url)
-            host = parts.hostname
-            parts.port  # noqa: B018 - raises ValueError on a bad port
-        except ValueError as exc:
-            raise InvalidURL(f"malformed URL {url!r}: {exc}") from None
-        if not host:
-            raise InvalidURL(f"malformed URL {url!r}: no host")
-        return safe_url_string(url)
-    return url
-
-
-@dataclasses.dataclass(slots=True, eq=False)
 class Request:
     """A request to fetch ``url`` and hand the response to ``callback``.
 
@@ -66,33 +45,62 @@ class Request:
         depth: link distance from a start request (set by the engine).
     """
 
-    url: str
-    callback: Callback | None = None
-    method: str = "GET"
-    headers: dict[str, str] = dataclasses.field(default_factory=dict)
-    body: bytes = b""
-    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
-    priority: int = 0
-    cb_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    dont_filter: bool = False
-    errback: Callback | None = None
-    depth: int = 0
+    __slots__ = (
+        "body",
+        "callback",
+        "cb_kwargs",
+        "depth",
+        "dont_filter",
+        "errback",
+        "headers",
+        "meta",
+        "method",
+        "priority",
+        "url",
+    )
 
-    def __post_init__(self) -> None:
-        self.url = _absolute(self.url)
-        self.method = self.method.upper()
-        if isinstance(self.body, str):
-            self.body = self.body.encode()
-        if self.callback is not None and not callable(self.callback):
-            raise TypeError(f"Request callback must be callable, got {self.callback!r}")
-        if self.errback is not None and not callable(self.errback):
-            raise TypeError(f"Request errback must be callable, got {self.errback!r}")
+    def __init__(
+        self,
+        url: str,
+        callback: Callback | None = None,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: bytes | str = b"",
+        meta: dict[str, Any] | None = None,
+        priority: int = 0,
+        cb_kwargs: dict[str, Any] | None = None,
+        dont_filter: bool = False,
+        errback: Callback | None = None,
+        depth: int = 0,
+        _safe: bool = False,
+    ) -> None:
+        # Written out by hand: this runs once per extracted link.
+        self.url = url if _safe else absolute_url(url)
+        self.callback = callback
+        self.method = method if method == "GET" else method.upper()
+        self.headers = {} if headers is None else headers
+        self.body = body.encode() if isinstance(body, str) else body
+        self.meta = {} if meta is None else meta
+        self.priority = priority
+        self.cb_kwargs = {} if cb_kwargs is None else cb_kwargs
+        self.dont_filter = dont_filter
+        self.errback = errback
+        self.depth = depth
+        if callback is not None and not callable(callback):
+            raise TypeError(f"Request callback must be callable, got {callback!r}")
+        if errback is not None and not callable(errback):
+            raise TypeError(f"Request errback must be callable, got {errback!r}")
 
     def replace(self, **changes: Any) -> Request:
         """Return a copy with ``changes`` applied (meta and headers are copied)."""
-        changes.setdefault("meta", dict(self.meta))
-        changes.setdefault("headers", dict(self.headers))
-        return dataclasses.replace(self, **changes)
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields["meta"] = dict(self.meta)
+        fields["headers"] = dict(self.headers)
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"Request has no field {sorted(unknown)[0]!r}")
+        fields.update(changes)
+        return Request(**fields)
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.url}>"
@@ -146,31 +154,53 @@ class Response:
 
     @cached_property
     def _decoded(self) -> tuple[str, str]:
+        body = self.body
         content_type = self.headers.get("Content-Type", "")
-        declared = http_content_type_encoding(content_type) or html_body_declared_encoding(self.body)
-        if declared is None and self.body and not self.body.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
-            try:
-                return "utf-8", self.body.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
-        return html_to_unicode(content_type, self.body, auto_detect_fun=_detect_encoding)
+        declared = http_content_type_encoding(content_type) if "charset" in content_type.lower() else None
+        if declared is None:
+            head = body[:4096].lower()
+            if b"charset" in head or b"encoding" in head:
+                declared = html_body_declared_encoding(body)
+        if not body.startswith(_BOMS):
+            # UTF-8, declared or not, is most of the web: decode it directly.
+            if declared == "utf-8":
+                return "utf-8", body.decode("utf-8", "replace")
+            if declared is None:
+                try:
+                    return "utf-8", body.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+        return html_to_unicode(content_type, body, auto_detect_fun=_detect_encoding)
+
+    @cached_property
+    def _is_xml(self) -> bool:
+        ctype = self.headers.get("Content-Type", "")
+        return "xml" in ctype and "html" not in ctype
+
+    @cached_property
+    def _root(self) -> Any:
+        return parse_html(self.body, self.encoding, self.text, self.url)
 
     @cached_property
     def selector(self) -> Selector:
-        """The parsel ``Selector`` over ``text`` (lxml underneath)."""
+        """The parsel ``Selector`` over the document (lxml underneath)."""
         from parsel import Selector
 
-        ctype = self.headers.get("Content-Type", "")
-        kind = "xml" if "xml" in ctype and "html" not in ctype else "html"
-        return Selector(text=self.text, type=kind, base_url=self.url)
+        if self._is_xml:
+            return Selector(text=self.text, type="xml", base_url=self.url)
+        return Selector(root=self._root, type="html", base_url=self.url)
 
     def css(self, query: str) -> SelectorList[Selector]:
         """CSS query (with ``::text`` and ``::attr(name)``), e.g. ``css("h1::text").get()``."""
-        return self.selector.css(query)
+        if self._is_xml:
+            return self.selector.css(query)
+        return wrap(compiled_css(query)(self._root), query)
 
-    def xpath(self, query: str, **namespaces: Any) -> SelectorList[Selector]:
-        """XPath query, e.g. ``xpath("//a/@href").getall()``."""
-        return self.selector.xpath(query, **namespaces)
+    def xpath(self, query: str, **variables: Any) -> SelectorList[Selector]:
+        """XPath query, e.g. ``xpath("//a/@href").getall()``; keywords are XPath variables."""
+        if self._is_xml:
+            return self.selector.xpath(query, **variables)
+        return wrap(compiled_xpath(query)(self._root, **variables), query)
 
     @cached_property
     def soup(self) -> BeautifulSoup:
@@ -185,14 +215,19 @@ class Response:
 
     def urljoin(self, url: str) -> str:
         """``url`` made absolute against this response's URL (or ``<base href>``)."""
-        return urljoin(self._base_url, url)
+        base, origin = self._base
+        return join_url(base, origin, url)
 
     @cached_property
-    def _base_url(self) -> str:
-        if b"<base" not in self.body[:4096].lower():
-            return self.url
-        href = self.css("base::attr(href)").get()
-        return urljoin(self.url, href) if href else self.url
+    def _base(self) -> tuple[str, str]:
+        base = self.url
+        if b"<base" in self.body[:4096].lower():
+            href = self.css("base::attr(href)").get()
+            if href:
+                base = urljoin(self.url, href.strip())
+        scheme, _, rest = base.partition("://")
+        netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+        return base, f"{scheme}://{netloc}"
 
     def follow(self, url: str | Selector, callback: Callback | None = None, **kwargs: Any) -> Request:
         """A ``Request`` for a link: an href string or an ``<a>``/``<link>`` selector."""
@@ -214,18 +249,23 @@ class Response:
         """
         if (urls is not None) + (css is not None) + (xpath is not None) != 1:
             raise ValueError("follow_all() takes exactly one of urls, css or xpath")
-        found: Iterable[str | Selector]
+        found: Iterable[Any]
         if css is not None:
-            found = self.css(css)
+            found = self.css(css) if self._is_xml else compiled_css(css)(self._root)
         elif xpath is not None:
-            found = self.xpath(xpath)
+            found = self.xpath(xpath) if self._is_xml else compiled_xpath(xpath)(self._root)
         else:
             found = urls or ()
         requests = []
+        origin = self._base[1] if self._base[0] == self.url else None
         for item in found:
-            href = _href(item)
-            if href:
-                requests.append(Request(self.urljoin(href), callback=callback, **kwargs))
+            href = item.get("href") if isinstance(item, etree._Element) else _href(item)
+            if not href:
+                continue
+            if origin is not None and simple_path(href):  # the common case, already safe: no re-checking
+                requests.append(Request(origin + href, callback, _safe=True, **kwargs))
+            else:
+                requests.append(Request(self.urljoin(href.strip()), callback=callback, **kwargs))
         return requests
 
 

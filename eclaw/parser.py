@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.http import Request, Response
@@ -20,9 +20,9 @@ __all__ = ["CallbackParser", "Parser", "is_item"]
 class Parser(Protocol):
     """Turns a response (or a final failure) into items and requests."""
 
-    def parse(self, response: Response, spider: Spider) -> AsyncIterator[object]: ...
+    def parse(self, response: Response, spider: Spider) -> AsyncIterator[object] | Iterable[object]: ...
 
-    def recover(self, failure: RequestFailed, spider: Spider) -> AsyncIterator[object]: ...
+    def recover(self, failure: RequestFailed, spider: Spider) -> AsyncIterator[object] | Iterable[object]: ...
 
 
 class CallbackParser:
@@ -34,15 +34,15 @@ class CallbackParser:
     ``Request`` objects, an iterable of them, or ``None``.
     """
 
-    def parse(self, response: Response, spider: Spider) -> AsyncIterator[object]:
+    def parse(self, response: Response, spider: Spider) -> AsyncIterator[object] | Iterable[object]:
         request = response.request
         callback = request.callback or spider.parse
         return _outputs(callback(response, **request.cb_kwargs))
 
-    def recover(self, failure: RequestFailed, spider: Spider) -> AsyncIterator[object]:
+    def recover(self, failure: RequestFailed, spider: Spider) -> AsyncIterator[object] | Iterable[object]:
         errback = failure.request.errback
         if errback is None:
-            return _outputs(None)
+            return ()
         return _outputs(errback(failure))
 
 
@@ -51,19 +51,25 @@ def is_item(value: object) -> bool:
     return isinstance(value, Mapping) or (dataclasses.is_dataclass(value) and not isinstance(value, type))
 
 
-async def _outputs(result: Any) -> AsyncIterator[object]:
-    if inspect.isasyncgen(result):
-        async for value in result:
-            yield value
-        return
+def _outputs(result: Any) -> AsyncIterator[object] | Iterable[object]:
+    """What a callback returned, as something to iterate (async or not)."""
+    if inspect.isgenerator(result) or inspect.isasyncgen(result):
+        return result  # the common case, iterated without an extra wrapper
     if inspect.isawaitable(result):
-        result = await result
+        return _awaited(result)
+    return _plain(result)
+
+
+async def _awaited(result: Any) -> AsyncIterator[object]:
+    for value in _plain(await result):
+        yield value
+
+
+def _plain(result: Any) -> Iterable[object]:
     if result is None:
-        return
+        return ()
     if isinstance(result, Request) or is_item(result):
-        yield result
-        return
+        return (result,)
     if isinstance(result, str | bytes) or not hasattr(result, "__iter__"):
         raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
-    for value in result:
-        yield value
+    return result  # type: ignore[no-any-return]

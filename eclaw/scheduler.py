@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from eclaw.dupefilter import BloomDupeFilter, DupeFilter, SetDupeFilter
+from eclaw.dupefilter import BloomDupeFilter, DupeFilter, RecentSet, SetDupeFilter
 from eclaw.http import Request
 from eclaw.urls import fingerprint, host_allowed, url_host
 
@@ -25,16 +25,16 @@ _SCHEMES = frozenset({"http", "https"})
 class Scheduler(Protocol):
     """What the engine needs from a frontier.
 
-    ``enqueue`` returns ``None`` when the request was queued, else the reason it
-    was dropped. ``next_request`` returns a request only when a download slot
-    is free for it (the slot is held until ``release``). ``wake`` (given to
+    ``enqueue`` takes a batch (the links of one page) and returns, for each
+    request, ``None`` when it was queued, else the reason it was dropped.
+    ``next_request`` returns a request only when a download slot is free for it (the slot is held until ``release``). ``wake`` (given to
     ``open``) must be called when a request becomes available later (a
     politeness delay elapsed).
     """
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None: ...
 
-    async def enqueue(self, request: Request) -> str | None: ...
+    async def enqueue(self, requests: Sequence[Request]) -> list[str | None]: ...
 
     async def next_request(self) -> Request | None: ...
 
@@ -73,6 +73,7 @@ class DefaultScheduler:
 
     def __init__(self, dupefilter: DupeFilter | None = None) -> None:
         self._dupefilter = dupefilter
+        self._recent = RecentSet()
         self._slots: dict[str, _Slot] = {}
         self._ready: list[tuple[int, int, _Slot]] = []  # slots that may start a download
         self._seq = itertools.count()
@@ -96,10 +97,27 @@ class DefaultScheduler:
                 else BloomDupeFilter(settings.dupefilter_capacity, settings.dupefilter_error_rate)
             )
 
-    async def enqueue(self, request: Request) -> str | None:
-        reason = self._filter(request)
-        if reason is not None:
-            return reason
+    async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
+        recent = self._recent
+        reasons: list[str | None] = []
+        for request in requests:
+            # Most links on a site are repeats: a GET of a URL (fragment aside) seen
+            # recently is a duplicate, known without canonicalising or hashing it.
+            key = (
+                None if request.dont_filter or request.body or request.method != "GET" else request.url.split("#", 1)[0]
+            )
+            if key is not None and key in recent:
+                reasons.append("duplicate")
+                continue
+            reason = self._filter(request)
+            if key is not None and reason in (None, "duplicate"):
+                recent.add(key)
+            if reason is None:
+                self._push(request)
+            reasons.append(reason)
+        return reasons
+
+    def _push(self, request: Request) -> None:
         host = url_host(request.url)
         slot = self._slots.get(host)
         if slot is None:
@@ -107,24 +125,21 @@ class DefaultScheduler:
         heapq.heappush(slot.heap, (-request.priority, next(self._seq), request))
         self._pending += 1
         self._offer(slot)
-        return None
 
     def _filter(self, request: Request) -> str | None:
-        scheme = request.url.partition(":")[0].lower()
-        if scheme not in _SCHEMES:
+        url = request.url
+        if not url.startswith(("http://", "https://")) and url.partition(":")[0].lower() not in _SCHEMES:
             return "unsupported scheme"
-        if len(request.url) > self._settings.max_url_length:
+        if len(url) > self._settings.max_url_length:
             return "url too long"
         max_depth = self._settings.max_depth
         if max_depth and request.depth > max_depth:
             return "max depth"
         if request.dont_filter:
             return None
-        if not host_allowed(url_host(request.url), self._allowed):
+        if not host_allowed(url_host(url), self._allowed):
             return "offsite"
-        if not self.dupefilter.add(fingerprint(request)):
-            return "duplicate"
-        return None
+        return None if self.dupefilter.add(fingerprint(request)) else "duplicate"
 
     def _offer(self, slot: _Slot) -> None:
         """Put ``slot`` in the ready heap if it can start a download now."""

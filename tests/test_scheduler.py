@@ -83,17 +83,17 @@ async def test_filters_and_reasons() -> None:
         "http://shop.test/" + "x" * 80: "url too long",
     }
     for url, reason in cases.items():
-        assert await scheduler.enqueue(Request(url)) == reason, url
-    assert await scheduler.enqueue(Request("http://shop.test/deep", depth=3)) == "max depth"
-    assert await scheduler.enqueue(Request("http://shop.test/ok", dont_filter=True)) is None
-    assert await scheduler.enqueue(Request("http://other.test/", dont_filter=True)) is None
+        assert await scheduler.enqueue([Request(url)]) == [reason], url
+    assert await scheduler.enqueue([Request("http://shop.test/deep", depth=3)]) == ["max depth"]
+    assert await scheduler.enqueue([Request("http://shop.test/ok", dont_filter=True)]) == [None]
+    assert await scheduler.enqueue([Request("http://other.test/", dont_filter=True)]) == [None]
     assert scheduler.pending() == 4
 
 
 async def test_priority_then_fifo() -> None:
     scheduler = await opened(concurrency_per_domain=100, concurrency=100)
     for n, priority in enumerate([0, 5, 0, 5, -1]):
-        await scheduler.enqueue(Request(f"http://shop.test/{n}", priority=priority))
+        await scheduler.enqueue([Request(f"http://shop.test/{n}", priority=priority)])
     order = []
     while (request := await scheduler.next_request()) is not None:
         order.append(request.url.rsplit("/", 1)[1])
@@ -106,7 +106,7 @@ async def test_global_and_per_domain_slots() -> None:
     await scheduler.open(spider, Settings(concurrency=3, concurrency_per_domain=2), lambda: None)
     for host in ("a.test", "b.test"):
         for n in range(3):
-            await scheduler.enqueue(Request(f"http://{host}/{n}"))
+            await scheduler.enqueue([Request(f"http://{host}/{n}")])
     got = [await scheduler.next_request() for _ in range(4)]
     hosts = [r.url.split("/")[2] for r in got if r is not None]
     assert len(hosts) == 3 and hosts.count("a.test") <= 2 and hosts.count("b.test") <= 2
@@ -120,8 +120,8 @@ async def test_download_delay_spaces_requests_and_wakes() -> None:
     woken = asyncio.Event()
     scheduler = DefaultScheduler()
     await scheduler.open(Site(), Settings(download_delay=0.2), woken.set)
-    await scheduler.enqueue(Request("http://shop.test/1"))
-    await scheduler.enqueue(Request("http://shop.test/2"))
+    await scheduler.enqueue([Request("http://shop.test/1")])
+    await scheduler.enqueue([Request("http://shop.test/2")])
     first = await scheduler.next_request()
     assert first is not None
     assert await scheduler.next_request() is None  # delay not elapsed

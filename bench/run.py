@@ -1,0 +1,205 @@
+"""Side-by-side crawl benchmark: eclaw vs Scrapy vs a no-framework baseline.
+
+    python -m bench.run [--pages 20000] [--repeats 3] [--scaling 2000,20000,60000]
+
+Each contender crawls the same local catalogue (see bench/site.py) in its own
+process pinned to CPU 1 (the site's server is pinned to CPU 0), with
+concurrency 64, writing JSONL. A run counts only if its items are complete
+and correct. Contenders alternate within each repeat; the table quotes medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.site import generate, product, serve, taskset
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "bench" / ".cache"
+RESULTS = ROOT / "bench" / "results"
+CONCURRENCY = 64
+
+
+def command(name: str, base: str, out: Path) -> list[str]:
+    if name == "eclaw":
+        return [
+            sys.executable,
+            "-m",
+            "eclaw",
+            "crawl",
+            str(ROOT / "bench/contenders/eclaw_spider.py"),
+            "-a",
+            f"base_url={base}",
+            "-o",
+            str(out),
+            "-s",
+            f"concurrency={CONCURRENCY}",
+            "-s",
+            f"concurrency_per_domain={CONCURRENCY}",
+            "--log-level",
+            "WARNING",
+        ]
+    script = {"scrapy": "scrapy_spider.py", "baseline": "baseline.py"}[name]
+    return [sys.executable, str(ROOT / "bench/contenders" / script), base, str(out), str(CONCURRENCY)]
+
+
+@dataclass
+class Run:
+    contender: str
+    pages: int
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.seconds
+
+    @property
+    def cpu_ms_per_page(self) -> float:
+        return 1000 * self.cpu_seconds / self.pages
+
+
+def run_once(name: str, base: str, pages: int, out: Path) -> Run:
+    out.unlink(missing_ok=True)
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [*taskset(1), *command(name, base, out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    errors = process.stderr.read().decode() if process.stderr else ""
+    if process.returncode != 0:
+        raise SystemExit(f"{name} failed (exit {process.returncode}):\n{errors[-2000:]}")
+    check_complete(name, out, pages)
+    return Run(name, pages, seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+
+
+def check_complete(name: str, out: Path, pages: int) -> None:
+    """Every page's item exactly once, with the right fields; else the run does not count."""
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    by_sku = {item["sku"]: item for item in items}
+    problems = []
+    if len(items) != pages:
+        problems.append(f"{len(items)} items for {pages} pages")
+    if len(by_sku) != len(items):
+        problems.append(f"{len(items) - len(by_sku)} duplicate items")
+    for i in range(pages):
+        expected = product(i)
+        got = by_sku.get(expected["sku"])
+        if got != expected:
+            problems.append(f"page {i}: expected {expected}, got {got}")
+            break
+    if problems:
+        raise SystemExit(f"{name}: incomplete or wrong crawl: {'; '.join(problems)}")
+
+
+def median_run(runs: list[Run]) -> dict[str, float]:
+    return {
+        "pages_per_s": statistics.median(r.pages_per_s for r in runs),
+        "cpu_ms_per_page": statistics.median(r.cpu_ms_per_page for r in runs),
+        "peak_rss_mb": statistics.median(r.peak_rss_mb for r in runs),
+        "runs": len(runs),
+    }
+
+
+def compare(pages: int, repeats: int, contenders: list[str]) -> tuple[dict[str, dict[str, float]], list[Run], str]:
+    site = generate(pages, CACHE)
+    runs: list[Run] = []
+    with serve(site) as (base, server):
+        for repeat in range(repeats):
+            for name in contenders:
+                run = run_once(name, base, pages, CACHE / f"out-{name}.jsonl")
+                runs.append(run)
+                print(
+                    f"  [{repeat + 1}/{repeats}] {name:<8} {run.pages_per_s:8.0f} pages/s "
+                    f"{run.cpu_ms_per_page:6.2f} CPU ms/page {run.peak_rss_mb:7.1f} MB",
+                    flush=True,
+                )
+    medians = {name: median_run([r for r in runs if r.contender == name]) for name in contenders}
+    return medians, runs, server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scaling", default="2000,20000,60000", help="page counts for the scaling runs ('' = skip)")
+    parser.add_argument("--contenders", default="eclaw,scrapy,baseline")
+    args = parser.parse_args()
+    contenders = args.contenders.split(",")
+    CACHE.mkdir(parents=True, exist_ok=True)
+
+    print(f"comparison at {args.pages} pages, {args.repeats} alternated repeats, concurrency {CONCURRENCY}")
+    medians, runs, server = compare(args.pages, args.repeats, contenders)
+
+    scaling: dict[str, dict[str, dict[str, float]]] = {}
+    for pages in [int(p) for p in args.scaling.split(",") if p]:
+        print(f"scaling at {pages} pages")
+        names = [n for n in contenders if n != "scrapy" or pages == max(int(p) for p in args.scaling.split(","))]
+        scaling[str(pages)] = compare(pages, 1, names)[0]
+
+    report = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "server": server},
+        "pages": args.pages,
+        "repeats": args.repeats,
+        "concurrency": CONCURRENCY,
+        "medians": medians,
+        "ratios": ratios(medians),
+        "scaling": scaling,
+        "runs": [asdict(r) | {"pages_per_s": r.pages_per_s, "cpu_ms_per_page": r.cpu_ms_per_page} for r in runs],
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    print()
+    print(table(report))
+    print(f"\nwritten to {RESULTS / 'latest.json'}")
+
+
+def ratios(medians: dict[str, dict[str, float]]) -> dict[str, float]:
+    result = {}
+    eclaw = medians.get("eclaw")
+    for other in ("scrapy", "baseline"):
+        if eclaw and other in medians:
+            o = medians[other]
+            result[f"eclaw/{other} pages_per_s"] = eclaw["pages_per_s"] / o["pages_per_s"]
+            result[f"eclaw/{other} cpu_ms_per_page"] = eclaw["cpu_ms_per_page"] / o["cpu_ms_per_page"]
+            result[f"eclaw/{other} peak_rss_mb"] = eclaw["peak_rss_mb"] / o["peak_rss_mb"]
+    return result
+
+
+def table(report: dict) -> str:  # type: ignore[type-arg]
+    lines = [
+        f"{report['pages']} pages, median of {report['repeats']} alternated runs, "
+        f"concurrency {report['concurrency']}, server {report['machine']['server']}",
+        f"{'contender':<10} {'pages/s':>9} {'CPU ms/page':>12} {'peak RSS MB':>12}",
+    ]
+    for name, m in report["medians"].items():
+        lines.append(f"{name:<10} {m['pages_per_s']:>9.0f} {m['cpu_ms_per_page']:>12.2f} {m['peak_rss_mb']:>12.1f}")
+    for key, value in report["ratios"].items():
+        lines.append(f"  {key:<32} {value:6.2f}x")
+    if report["scaling"]:
+        lines.append("scaling (one run each)")
+        lines.append(f"{'pages':>7} {'contender':<10} {'pages/s':>9} {'CPU ms/page':>12} {'peak RSS MB':>12}")
+        for pages, medians in report["scaling"].items():
+            for name, m in medians.items():
+                lines.append(
+                    f"{pages:>7} {name:<10} {m['pages_per_s']:>9.0f} {m['cpu_ms_per_page']:>12.2f} "
+                    f"{m['peak_rss_mb']:>12.1f}"
+                )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
