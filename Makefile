@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint check bench clean
+.PHONY: install demo test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,14 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+## bench: eclaw vs Scrapy vs a no-framework baseline on a local nginx site (see bench/)
+bench: $(STAMP)
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx) || \
+	  echo "nginx could not be installed: the benchmark falls back to an aiohttp server"
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl

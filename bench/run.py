@@ -149,6 +149,11 @@ def main() -> None:
         names = [n for n in contenders if n != "scrapy" or pages == max(int(p) for p in args.scaling.split(","))]
         scaling[str(pages)] = compare(pages, 1, names)[0]
 
+    print("micro-benchmarks (best of 3)")
+    from bench.micro import main as micro
+
+    micro_results = micro()
+
     report = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "server": server},
@@ -158,6 +163,7 @@ def main() -> None:
         "medians": medians,
         "ratios": ratios(medians),
         "scaling": scaling,
+        "micro": micro_results,
         "runs": [asdict(r) | {"pages_per_s": r.pages_per_s, "cpu_ms_per_page": r.cpu_ms_per_page} for r in runs],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -189,6 +195,9 @@ def table(report: dict) -> str:  # type: ignore[type-arg]
         lines.append(f"{name:<10} {m['pages_per_s']:>9.0f} {m['cpu_ms_per_page']:>12.2f} {m['peak_rss_mb']:>12.1f}")
     for key, value in report["ratios"].items():
         lines.append(f"  {key:<32} {value:6.2f}x")
+    if report.get("micro"):
+        lines.append("micro-benchmarks (best of 3)")
+        lines += [f"  {key:<28} {value:8.2f}" for key, value in report["micro"].items()]
     if report["scaling"]:
         lines.append("scaling (one run each)")
         lines.append(f"{'pages':>7} {'contender':<10} {'pages/s':>9} {'CPU ms/page':>12} {'peak RSS MB':>12}")

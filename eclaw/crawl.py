@@ -78,7 +78,7 @@ class Crawl:
         self._dead_letter = DeadLetter(settings.dead_letter)
         self._queue: deque[Event] = deque()
         self._wakeup = asyncio.Event()
-        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self._signal, self._wakeup.set)
+        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self._signal, self._check_idle)
         self._plans: dict[type[Event], tuple[Handler, ...]] = {}
         self._internal: dict[type[Event], Handler] = {
             RequestGenerated: self._on_generated,
@@ -187,6 +187,11 @@ class Crawl:
             self._wakeup.clear()
             await self._wakeup.wait()
 
+    def _check_idle(self) -> None:
+        """Wake the loop when work may have run out (it then checks for the end)."""
+        if not self._downloads and not self._busy and not self._items:
+            self._wakeup.set()
+
     def _idle(self) -> bool:
         if self._downloads or self._busy or self._items:
             return False
@@ -220,9 +225,12 @@ class Crawl:
         )
 
     async def _pump(self) -> None:
+        """Start downloads while the scheduler has requests and free slots."""
         while True:
             request = await self.scheduler.next_request()
             if request is None:
+                if self.scheduler.pending() <= self._low_water:
+                    self._drained.set()
                 return
             task = asyncio.create_task(self._download(request))
             self._downloads[task] = request
@@ -300,7 +308,8 @@ class Crawl:
                 if reason is not None:
                     stats.requests_dropped += 1
                     stats.dropped_by_reason[reason] += 1
-        self._wakeup.set()
+        if not self._stopping:
+            await self._pump()
 
     def _drop(self, request: Request, reason: str) -> None:
         if self._watched[RequestDropped]:
@@ -339,7 +348,9 @@ class Crawl:
             try:
                 await self.scheduler.release(request)
             finally:
-                self._wakeup.set()
+                self._check_idle()
+        if not self._stopping:
+            await self._pump()  # start the next download from here: no trip through the loop
         if response is None:
             return
         if self._watched[ResponseDownloaded]:
@@ -377,7 +388,7 @@ class Crawl:
             self._signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
         finally:
             self._busy -= 1
-            self._wakeup.set()
+            self._check_idle()
 
     async def _collect(
         self,
@@ -448,7 +459,7 @@ class Crawl:
             logger.error("errback failed for %s: %s: %s", event.request.url, type(exc).__name__, exc, exc_info=exc)
         finally:
             self._busy -= 1
-            self._wakeup.set()
+            self._check_idle()
 
     async def _on_dropped(self, event: RequestDropped) -> None:
         self._count_dropped(event.reason)

@@ -96,7 +96,7 @@ class HttpDownloader:
         if self._session is None:
             raise RuntimeError("downloader is not open")
         url, method, body = request.url, request.method, request.body
-        seen = {canonical_url(url)}
+        seen: set[str] = set()  # canonical URLs of the hops, filled only if there are redirects
         hops: list[str] = []
         while True:
             status, headers, data, location = await self._fetch_once(request, url, method, body)
@@ -105,6 +105,7 @@ class HttpDownloader:
                     request.meta["redirect_urls"] = hops
                 return Response(url, status=status, headers=headers, body=data, request=request)
             hops.append(url)
+            seen.add(canonical_url(url))
             if len(hops) > self._settings.max_redirects:
                 raise TooManyRedirects(f"more than {self._settings.max_redirects} redirects from {request.url}")
             url = self._next_hop(url, location, seen)

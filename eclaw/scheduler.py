@@ -27,9 +27,9 @@ class Scheduler(Protocol):
 
     ``enqueue`` takes a batch (the links of one page) and returns, for each
     request, ``None`` when it was queued, else the reason it was dropped.
-    ``next_request`` returns a request only when a download slot is free for it (the slot is held until ``release``). ``wake`` (given to
-    ``open``) must be called when a request becomes available later (a
-    politeness delay elapsed).
+    ``next_request`` returns a request only when a download slot is free for
+    it (the slot is held until ``release``). ``wake`` (given to ``open``) must
+    be called when a request becomes available later (a politeness delay elapsed).
     """
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None: ...

@@ -1,0 +1,103 @@
+"""Micro-benchmarks of the hot paths (no network).
+
+    python -m bench.micro
+
+- event dispatch: cost per event through the engine's queue to one handler;
+- fingerprint + dedupe: per URL, new and repeated, through the scheduler;
+- link extraction: ``response.follow_all(css="a")`` per bench page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from bench.site import render
+from eclaw import Engine, Request, Response, Settings, Spider
+from eclaw.events import Event
+from eclaw.scheduler import DefaultScheduler
+from eclaw.urls import fingerprint
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ping(Event):
+    n: int
+
+
+class Bench(Spider):
+    name = "bench"
+    allowed_domains = ["127.0.0.1"]
+
+
+async def dispatch_cost(events: int = 100_000) -> float:
+    engine = Engine()
+    seen = 0
+
+    async def handler(event: Ping) -> None:
+        nonlocal seen
+        seen += 1
+
+    engine.subscribe(Ping, handler)
+    crawl = engine.prepare(Bench)
+    started = time.perf_counter()
+    for n in range(events):
+        crawl.emit(Ping(n=n))
+    await crawl._drain()
+    assert seen == events
+    return (time.perf_counter() - started) / events * 1e6
+
+
+async def dedupe_cost(urls: int = 50_000) -> tuple[float, float, float]:
+    scheduler = DefaultScheduler()
+    await scheduler.open(Bench(), Settings(), lambda: None)
+    requests = [Request(f"http://127.0.0.1:8080/p/{n}.html?b=1&a={n % 7}") for n in range(urls)]
+    started = time.perf_counter()
+    for request in requests:
+        fingerprint(request)
+    fp_cost = (time.perf_counter() - started) / urls * 1e6
+    batches = [requests[i : i + 30] for i in range(0, urls, 30)]
+    started = time.perf_counter()
+    for batch in batches:
+        await scheduler.enqueue(batch)
+    new_cost = (time.perf_counter() - started) / urls * 1e6
+    started = time.perf_counter()
+    for batch in batches:
+        await scheduler.enqueue(batch)
+    repeat_cost = (time.perf_counter() - started) / urls * 1e6
+    return fp_cost, new_cost, repeat_cost
+
+
+def extraction_cost(pages: int = 300) -> tuple[float, float]:
+    bodies = [render(i, 20000).encode() for i in range(pages)]
+    responses = [Response(f"http://127.0.0.1:8080/p/{i}.html", body=body) for i, body in enumerate(bodies)]
+    started = time.perf_counter()
+    for response in responses:
+        response.css("h1.title::text").get()  # parses the page
+    parse_cost = (time.perf_counter() - started) / pages * 1e6
+    started = time.perf_counter()
+    links = sum(len(response.follow_all(css="a")) for response in responses)
+    follow_cost = (time.perf_counter() - started) / pages * 1e6
+    return parse_cost, follow_cost * pages / links
+
+
+def main() -> dict[str, float]:
+    """Run every micro-benchmark (best of 3 each); print and return the figures."""
+    results: dict[str, Any] = {}
+    runs = [asyncio.run(dispatch_cost()) for _ in range(3)]
+    results["dispatch_us_per_event"] = min(runs)
+    dedupe = [asyncio.run(dedupe_cost()) for _ in range(3)]
+    results["fingerprint_us_per_url"] = min(d[0] for d in dedupe)
+    results["enqueue_new_us_per_url"] = min(d[1] for d in dedupe)
+    results["enqueue_repeat_us_per_url"] = min(d[2] for d in dedupe)
+    extraction = [extraction_cost() for _ in range(3)]
+    results["parse_us_per_page"] = min(e[0] for e in extraction)
+    results["follow_all_us_per_link"] = min(e[1] for e in extraction)
+    for key, value in results.items():
+        print(f"{key:<28} {value:8.2f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
