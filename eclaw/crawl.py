@@ -303,11 +303,9 @@ class Crawl:
                 if reason is not None:
                     self.emit(RequestDropped(request=request, reason=reason))
         else:
-            stats = self.stats
-            for reason in reasons:
-                if reason is not None:
-                    stats.requests_dropped += 1
-                    stats.dropped_by_reason[reason] += 1
+            dropped = [reason for reason in reasons if reason is not None]
+            self.stats.requests_dropped += len(dropped)
+            self.stats.dropped_by_reason.update(dropped)
         if not self._stopping:
             await self._pump()
 

@@ -63,20 +63,21 @@ class SetDupeFilter:
 
 class RecentSet:
     """Exact membership for the most recent keys, in bounded memory: two
-    generations of at most ``size`` keys; the older is dropped when the newer fills.
+    generations (``new``, ``old``) of at most ``size`` keys; the older is
+    dropped when the newer fills. Hot loops test ``key in s.new or key in s.old``.
     """
 
-    __slots__ = ("_new", "_old", "_size")
+    __slots__ = ("new", "old", "size")
 
     def __init__(self, size: int = 32768) -> None:
-        self._size = size
-        self._new: set[str] = set()
-        self._old: set[str] = set()
+        self.size = size
+        self.new: set[str] = set()
+        self.old: set[str] = set()
 
     def __contains__(self, key: str) -> bool:
-        return key in self._new or key in self._old
+        return key in self.new or key in self.old
 
     def add(self, key: str) -> None:
-        if len(self._new) >= self._size:
-            self._old, self._new = self._new, set()
-        self._new.add(key)
+        if len(self.new) >= self.size:
+            self.old, self.new = self.new, set()
+        self.new.add(key)

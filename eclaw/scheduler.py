@@ -103,12 +103,12 @@ class DefaultScheduler:
         for request in requests:
             # Most links on a site are repeats: a GET of a URL (fragment aside) seen
             # recently is a duplicate, known without canonicalising or hashing it.
-            key = (
-                None if request.dont_filter or request.body or request.method != "GET" else request.url.split("#", 1)[0]
-            )
-            if key is not None and key in recent:
-                reasons.append("duplicate")
-                continue
+            key = None
+            if request.method == "GET" and not request.body and not request.dont_filter:
+                key = request.url.partition("#")[0]
+                if key in recent.new or key in recent.old:
+                    reasons.append("duplicate")
+                    continue
             reason = self._filter(request)
             if key is not None and reason in (None, "duplicate"):
                 recent.add(key)

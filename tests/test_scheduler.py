@@ -131,3 +131,22 @@ async def test_download_delay_spaces_requests_and_wakes() -> None:
     assert loop.time() - started >= 0.15
     assert await scheduler.next_request() is not None
     await scheduler.close()
+
+
+def test_recent_set_is_bounded_and_exact() -> None:
+    from eclaw.dupefilter import RecentSet
+
+    recent = RecentSet(size=10)
+    for n in range(35):
+        recent.add(str(n))
+    assert len(recent.new) + len(recent.old) <= 20
+    assert "34" in recent and "25" in recent and "0" not in recent
+
+
+async def test_repeats_beyond_the_recent_window_are_still_duplicates() -> None:
+    scheduler = DefaultScheduler()
+    await scheduler.open(Site(), Settings(concurrency=1000, concurrency_per_domain=1000), lambda: None)
+    scheduler._recent.size = 5  # force the exact window to roll over
+    urls = [f"http://shop.test/{n}" for n in range(50)]
+    assert await scheduler.enqueue([Request(u) for u in urls]) == [None] * 50
+    assert await scheduler.enqueue([Request(u + "#x") for u in urls]) == ["duplicate"] * 50
