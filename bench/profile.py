@@ -1,0 +1,72 @@
+"""Where eclaw's CPU goes on the bench crawl: a py-spy sampling profile grouped by component.
+
+    python -m bench.profile [--pages 20000]
+
+Needs py-spy (in the bench extra). Samples the `eclaw crawl` process and
+attributes each sample's innermost frame to a component, so the per-page
+cost can be compared with the no-framework baseline's parse and download.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from bench.run import CACHE, CONCURRENCY, ROOT
+from bench.site import generate, serve
+
+GROUPS = [
+    ("aiohttp/yarl/multidict (HTTP client)", ("aiohttp", "yarl", "multidict")),
+    ("asyncio (event loop, transports)", ("asyncio",)),
+    ("lxml parse (selectors.parse_html)", ("selectors.py:",)),
+    ("links: follow_all, Request()", ("http.py:follow_all", "http.py:__init__", "http.py:urljoin", "http.py:_base")),
+    ("selectors: css()/xpath() + parsel", ("http.py:css", "http.py:xpath", "parsel")),
+    ("URL checks and canonical form (urls.py)", ("urls.py:",)),
+    ("frontier: scheduler + dedupe", ("scheduler.py:", "dupefilter.py:", "pybloom")),
+    ("engine: crawl.py events/accounting", ("crawl.py:",)),
+    ("downloader.py + middleware", ("downloader.py:", "middleware", "default_headers")),
+    ("pipelines + JSONL export", ("pipeline.py:", "exporters.py:", "json")),
+    ("encoding detection", ("http.py:_decoded", "w3lib")),
+    ("imports / start-up", ("importlib", "<frozen")),
+]
+
+
+def classify(frame: str) -> str:
+    name, _, where = frame.partition(" (")
+    file = where.split("/")[-1]
+    key = f"{file.split(':')[0]}:{name.split('.')[-1]}"
+    for group, needles in GROUPS:
+        if any(n in key or n in where for n in needles):
+            return group
+    return "other"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pages", type=int, default=20000)
+    args = parser.parse_args()
+    site = generate(args.pages, CACHE)
+    with serve(site) as (base, _), tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "profile.txt"
+        command = [sys.executable, "-m", "eclaw", "crawl", str(ROOT / "bench/contenders/eclaw_spider.py"),
+                   "-a", f"base_url={base}", "-o", str(Path(tmp) / "out.jsonl"), "-s", f"concurrency={CONCURRENCY}",
+                   "-s", f"concurrency_per_domain={CONCURRENCY}", "--log-level", "WARNING"]
+        subprocess.run(["py-spy", "record", "-r", "250", "-f", "raw", "-o", str(raw), "--", *command],
+                       check=True, capture_output=True)
+        groups: Counter[str] = Counter()
+        total = 0
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            total += int(count)
+            groups[classify(stack.split(";")[-1])] += int(count)
+    print(f"{total} samples of the eclaw crawl of {args.pages} pages, by component (self time):")
+    for group, count in groups.most_common():
+        print(f"  {100 * count / total:5.1f}%  {group}")
+
+
+if __name__ == "__main__":
+    main()
