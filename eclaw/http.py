@@ -47,18 +47,34 @@ class Request:
         depth: link distance from a start request (set by the engine).
     """
 
+    # headers, meta and cb_kwargs are made on first use: most requests wait in
+    # the frontier with all three empty, and three empty dicts would double
+    # their size there.
     __slots__ = (
+        "_cb_kwargs",
+        "_headers",
+        "_meta",
         "body",
         "callback",
-        "cb_kwargs",
         "depth",
         "dont_filter",
         "errback",
-        "headers",
-        "meta",
         "method",
         "priority",
         "url",
+    )
+    _FIELDS = (
+        "url",
+        "callback",
+        "method",
+        "headers",
+        "body",
+        "meta",
+        "priority",
+        "cb_kwargs",
+        "dont_filter",
+        "errback",
+        "depth",
     )
 
     def __init__(
@@ -80,11 +96,11 @@ class Request:
         self.url = url if _safe else absolute_url(url)
         self.callback = callback
         self.method = method if method == "GET" else method.upper()
-        self.headers = {} if headers is None else headers
+        self._headers = headers
         self.body = body.encode() if isinstance(body, str) else body
-        self.meta = {} if meta is None else meta
+        self._meta = meta
         self.priority = priority
-        self.cb_kwargs = {} if cb_kwargs is None else cb_kwargs
+        self._cb_kwargs = cb_kwargs
         self.dont_filter = dont_filter
         self.errback = errback
         self.depth = depth
@@ -93,14 +109,44 @@ class Request:
         if errback is not None and not callable(errback):
             raise TypeError(f"Request errback must be callable, got {errback!r}")
 
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            self._headers = {}
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: dict[str, str]) -> None:
+        self._headers = value
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
+
+    @property
+    def cb_kwargs(self) -> dict[str, Any]:
+        if self._cb_kwargs is None:
+            self._cb_kwargs = {}
+        return self._cb_kwargs
+
+    @cb_kwargs.setter
+    def cb_kwargs(self, value: dict[str, Any]) -> None:
+        self._cb_kwargs = value
+
     def replace(self, **changes: Any) -> Request:
         """Return a copy with ``changes`` applied (meta and headers are copied)."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
-        fields["meta"] = dict(self.meta)
-        fields["headers"] = dict(self.headers)
-        unknown = changes.keys() - fields.keys()
+        unknown = changes.keys() - set(self._FIELDS)
         if unknown:
             raise TypeError(f"Request has no field {sorted(unknown)[0]!r}")
+        fields = {name: getattr(self, name) for name in self._FIELDS}
+        fields["meta"] = dict(self.meta)
+        fields["headers"] = dict(self.headers)
         fields.update(changes)
         return Request(**fields, _safe="url" not in changes)
 

@@ -37,7 +37,8 @@ class CallbackParser:
     def parse(self, response: Response, spider: Spider) -> AsyncIterator[object] | Iterable[object]:
         request = response.request
         callback = request.callback or spider.parse
-        return _outputs(callback(response, **request.cb_kwargs))
+        kwargs = request._cb_kwargs
+        return _outputs(callback(response, **kwargs) if kwargs else callback(response))
 
     def recover(self, failure: RequestFailed, spider: Spider) -> AsyncIterator[object] | Iterable[object]:
         errback = failure.request.errback
