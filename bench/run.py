@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scaling", default="2000,20000,60000", help="page counts for the scaling runs ('' = skip)")
     parser.add_argument("--contenders", default="eclaw,scrapy,baseline")
+    parser.add_argument("--out", default=str(RESULTS / "latest.json"), help="where to write the JSON report")
     args = parser.parse_args()
     contenders = args.contenders.split(",")
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -166,11 +167,12 @@ def main() -> None:
         "micro": micro_results,
         "runs": [asdict(r) | {"pages_per_s": r.pages_per_s, "cpu_ms_per_page": r.cpu_ms_per_page} for r in runs],
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
     print()
     print(table(report))
-    print(f"\nwritten to {RESULTS / 'latest.json'}")
+    print(f"\nwritten to {out}")
 
 
 def ratios(medians: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -9,10 +9,10 @@ import asyncio
 import inspect
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+from eclaw.dispatch import EventBus, Handler
 from eclaw.downloader import Downloader
 from eclaw.events import (
     EngineIdle,
@@ -48,7 +48,7 @@ from eclaw.stats import Stats
 
 logger = logging.getLogger("eclaw.engine")
 
-Handler = Callable[[Any], Awaitable[None]]
+__all__ = ["Crawl", "Handler"]
 
 
 class Crawl:
@@ -73,30 +73,30 @@ class Crawl:
         self.downloader = downloader
         self.parser = parser
         self.pipelines = pipelines
-        self._user_handlers = handlers
         self._fetch = chain(middlewares, self._fetch_checked)
         self._dead_letter = DeadLetter(settings.dead_letter)
-        self._queue: deque[Event] = deque()
         self._wakeup = asyncio.Event()
-        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self._signal, self._check_idle)
-        self._plans: dict[type[Event], tuple[Handler, ...]] = {}
-        self._internal: dict[type[Event], Handler] = {
-            RequestGenerated: self._on_generated,
-            RequestScheduled: self._on_scheduled,
-            ResponseDownloaded: self._on_downloaded,
-            ResponseParsed: self._on_parsed,
-            RequestFailed: self._on_failed,
-            RequestDropped: self._on_dropped,
-            ItemParsed: self._on_item,
-            ItemStored: self._on_item_stored,
-            ItemDropped: self._on_item_dropped,
-        }
-        self._direct: dict[type[Event], Callable[[Any], None]] = {
-            ResponseParsed: self._count_parsed,
-            ItemParsed: self._accept_item,
-            ItemStored: self._count_stored,
-            ItemDropped: self._count_item_dropped,
-        }
+        stats = self.stats
+        self.bus = EventBus(
+            handlers,
+            owners={
+                RequestGenerated: self._on_generated,
+                ResponseDownloaded: self._on_downloaded,
+                RequestFailed: self._on_failed,
+            },
+            accounting={
+                RequestScheduled: lambda event: setattr(stats, "requests_scheduled", stats.requests_scheduled + 1),
+                ResponseParsed: lambda event: setattr(stats, "requests_parsed", stats.requests_parsed + 1),
+                RequestDropped: lambda event: stats.add_dropped(event.reason),
+                ItemParsed: self._accept_item,
+                ItemStored: lambda event: setattr(stats, "items_stored", stats.items_stored + 1),
+                ItemDropped: lambda event: stats.add_item_dropped(event.reason),
+            },
+            stats=stats,
+            wake=self._wakeup.set,
+        )
+        self._watched = self.bus.watched
+        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self.bus.signal, self._check_idle)
         self._tasks: set[asyncio.Task[None]] = set()
         self._downloads: dict[asyncio.Task[None], Request] = {}
         self._busy = 0  # parse/errback tasks and items inside pipelines
@@ -104,22 +104,16 @@ class Crawl:
         self._drained = asyncio.Event()  # start requests wait on it when the frontier is full
         self._low_water = -1
         self._start_error: BaseException | None = None
-        self._emitted = 0
         self._idle_mark = -1
         self._stopping = False
         self._stop_deadline: asyncio.TimerHandle | None = None
         self._allowed_status = frozenset(spider.handle_httpstatus_list)
-        # Events nobody subscribed to are not built or queued on the hot path:
-        # their accounting runs directly (handlers are frozen by now).
-        self._watched = {kind: bool(handlers(kind)) for kind in self._internal}
 
     # -- public control -------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
-        """Queue ``event`` for dispatch."""
-        self._queue.append(event)
-        self._emitted += 1
-        self._wakeup.set()
+        """Queue ``event`` for dispatch (an ``EngineIdle`` handler may add requests this way)."""
+        self.bus.emit(event)
 
     def stop(self, reason: str = "shutdown") -> None:
         """Stop scheduling; let in-flight downloads finish within ``shutdown_timeout``."""
@@ -171,17 +165,17 @@ class Crawl:
 
     async def _loop(self) -> None:
         while True:
-            await self._drain()
+            await self.bus.drain()
             if not self._stopping:
                 await self._pump()
             if self._stopping or self.scheduler.pending() <= self._low_water:
                 self._drained.set()
-            if self._queue:
+            if self.bus:
                 continue
             if self._idle():
-                if self._emitted != self._idle_mark and not self._stopping:
+                if self.bus.emitted != self._idle_mark and not self._stopping:
                     self.emit(EngineIdle(spider=self.spider))
-                    self._idle_mark = self._emitted
+                    self._idle_mark = self.bus.emitted
                     continue
                 return
             self._wakeup.clear()
@@ -196,33 +190,6 @@ class Crawl:
         if self._downloads or self._busy or self._items:
             return False
         return self._stopping or (self._start_done and not self.scheduler.pending())
-
-    async def _drain(self) -> None:
-        queue = self._queue
-        while queue:
-            event = queue.popleft()
-            kind = type(event)
-            plan = self._plans.get(kind)
-            if plan is None:
-                plan = self._plans[kind] = self._plan(kind)
-            for handler in plan:
-                try:
-                    await handler(event)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self._handler_failed(handler, event, exc)
-
-    def _plan(self, kind: type[Event]) -> tuple[Handler, ...]:
-        internal = self._internal.get(kind)
-        return self._user_handlers(kind) + ((internal,) if internal else ())
-
-    def _handler_failed(self, handler: Handler, event: Event, exc: Exception) -> None:
-        self.stats.handler_errors += 1
-        name = getattr(handler, "__qualname__", repr(handler))
-        logger.error(
-            "handler %s failed on %s: %s: %s", name, type(event).__name__, type(exc).__name__, exc, exc_info=exc
-        )
 
     async def _pump(self) -> None:
         """Start downloads while the scheduler has requests and free slots."""
@@ -313,10 +280,7 @@ class Crawl:
         if self._watched[RequestDropped]:
             self.emit(RequestDropped(request=request, reason=reason))
         else:
-            self._count_dropped(reason)
-
-    async def _on_scheduled(self, event: RequestScheduled) -> None:
-        self.stats.requests_scheduled += 1
+            self.stats.add_dropped(reason)
 
     async def _fetch_checked(self, request: Request) -> Response:
         response = await self.downloader.fetch(request)
@@ -376,14 +340,14 @@ class Crawl:
             await self._collect(self.parser.parse(response, self.spider), request, response, counts)
         except CloseSpider as exc:
             self.stop(f"closespider: {exc.reason}")
-            self._signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+            self.bus.signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
             self.emit(RequestFailed(request=request, reason=f"callback error: {type(exc).__name__}", error=exc))
         else:
-            self._signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+            self.bus.signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
         finally:
             self._busy -= 1
             self._check_idle()
@@ -425,23 +389,16 @@ class Crawl:
             self.emit(RequestGenerated(request=value, parent=response))
         elif is_item(value):
             counts[0] += 1
-            self._signal(ItemParsed(item=value, response=response))
+            self.bus.signal(ItemParsed(item=value, response=response))
         elif value is not None:  # None is skipped, as Scrapy allows
             kind = type(value).__name__
             raise TypeError(f"callback yielded {kind}: expected an item (dict, dataclass) or Request")
         return False
 
-    async def _on_parsed(self, event: ResponseParsed) -> None:
-        self._count_parsed(event)
-
-    def _count_parsed(self, event: ResponseParsed) -> None:
-        self.stats.requests_parsed += 1
-
     async def _on_failed(self, event: RequestFailed) -> None:
         if not event.final:
             return
-        self.stats.requests_failed += 1
-        self.stats.failed_by_reason[event.reason] += 1
+        self.stats.add_failed(event.reason)
         if event.request.errback is not None:
             self._busy += 1
             self._spawn(self._recover(event))
@@ -459,42 +416,11 @@ class Crawl:
             self._busy -= 1
             self._check_idle()
 
-    async def _on_dropped(self, event: RequestDropped) -> None:
-        self._count_dropped(event.reason)
-
-    def _count_dropped(self, reason: str) -> None:
-        self.stats.requests_dropped += 1
-        self.stats.dropped_by_reason[reason] += 1
-
     # -- items ----------------------------------------------------------------------
-
-    async def _on_item(self, event: ItemParsed) -> None:
-        self._accept_item(event)
 
     def _accept_item(self, event: ItemParsed) -> None:
         self.stats.items_parsed += 1
         self._items.submit(event)
-
-    async def _on_item_stored(self, event: ItemStored) -> None:
-        self._count_stored(event)
-
-    def _count_stored(self, event: ItemStored) -> None:
-        self.stats.items_stored += 1
-
-    async def _on_item_dropped(self, event: ItemDropped) -> None:
-        self._count_item_dropped(event)
-
-    def _count_item_dropped(self, event: ItemDropped) -> None:
-        self.stats.items_dropped += 1
-        self.stats.items_dropped_by_reason[event.reason] += 1
-
-    def _signal(self, event: Event) -> None:
-        """Dispatch ``event`` if anyone listens; otherwise just do its accounting."""
-        kind = type(event)
-        if self._watched[kind]:
-            self.emit(event)
-        else:
-            self._direct[kind](event)
 
     # -- shutdown -------------------------------------------------------------------
 
@@ -520,15 +446,7 @@ class Crawl:
         self._dead_letter.close()
         self.stats.finished_at = time.time()
         if self.stats.finish_reason != "cancelled":
-            await self._dispatch_closed()
-
-    async def _dispatch_closed(self) -> None:
-        event = SpiderClosed(spider=self.spider, stats=self.stats)
-        for handler in self._user_handlers(SpiderClosed):
-            try:
-                await handler(event)
-            except Exception as exc:
-                self._handler_failed(handler, event, exc)
+            await self.bus.notify(SpiderClosed(spider=self.spider, stats=self.stats))
 
 
 async def _uninterruptible(coro: Any) -> None:

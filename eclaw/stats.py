@@ -44,6 +44,18 @@ class Stats:
     finished_at: float | None = None
     finish_reason: str = ""
 
+    def add_dropped(self, reason: str) -> None:
+        self.requests_dropped += 1
+        self.dropped_by_reason[reason] += 1
+
+    def add_failed(self, reason: str) -> None:
+        self.requests_failed += 1
+        self.failed_by_reason[reason] += 1
+
+    def add_item_dropped(self, reason: str) -> None:
+        self.items_dropped += 1
+        self.items_dropped_by_reason[reason] += 1
+
     @property
     def elapsed(self) -> float:
         """Seconds from start to finish (or to now while running)."""
