@@ -44,7 +44,7 @@ async def dispatch_cost(events: int = 100_000) -> float:
     started = time.perf_counter()
     for n in range(events):
         crawl.emit(Ping(n=n))
-    await crawl._drain()
+    await crawl.bus.drain()
     assert seen == events
     return (time.perf_counter() - started) / events * 1e6
 
