@@ -10,6 +10,7 @@ cost can be compared with the no-framework baseline's parse and download.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,8 @@ def main() -> None:
         command = [sys.executable, "-m", "eclaw", "crawl", str(ROOT / "bench/contenders/eclaw_spider.py"),
                    "-a", f"base_url={base}", "-o", str(Path(tmp) / "out.jsonl"), "-s", f"concurrency={CONCURRENCY}",
                    "-s", f"concurrency_per_domain={CONCURRENCY}", "--log-level", "WARNING"]
-        subprocess.run(["py-spy", "record", "-r", "250", "-f", "raw", "-o", str(raw), "--", *command],
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        subprocess.run([py_spy, "record", "-r", "250", "-f", "raw", "-o", str(raw), "--", *command],
                        check=True, capture_output=True)
         groups: Counter[str] = Counter()
         total = 0
