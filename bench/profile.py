@@ -53,12 +53,29 @@ def main() -> None:
     site = generate(args.pages, CACHE)
     with serve(site) as (base, _), tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "profile.txt"
-        command = [sys.executable, "-m", "eclaw", "crawl", str(ROOT / "bench/contenders/eclaw_spider.py"),
-                   "-a", f"base_url={base}", "-o", str(Path(tmp) / "out.jsonl"), "-s", f"concurrency={CONCURRENCY}",
-                   "-s", f"concurrency_per_domain={CONCURRENCY}", "--log-level", "WARNING"]
+        command = [
+            sys.executable,
+            "-m",
+            "eclaw",
+            "crawl",
+            str(ROOT / "bench/contenders/eclaw_spider.py"),
+            "-a",
+            f"base_url={base}",
+            "-o",
+            str(Path(tmp) / "out.jsonl"),
+            "-s",
+            f"concurrency={CONCURRENCY}",
+            "-s",
+            f"concurrency_per_domain={CONCURRENCY}",
+            "--log-level",
+            "WARNING",
+        ]
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        subprocess.run([py_spy, "record", "-r", "250", "-f", "raw", "-o", str(raw), "--", *command],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [py_spy, "record", "-r", "250", "-f", "raw", "-o", str(raw), "--", *command],
+            check=True,
+            capture_output=True,
+        )
         groups: Counter[str] = Counter()
         total = 0
         for line in raw.read_text().splitlines():
