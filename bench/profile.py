@@ -17,7 +17,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from bench.run import CACHE, CONCURRENCY, ROOT
+from bench.run import CACHE
+from bench.run import command as crawl_command
 from bench.site import generate, serve
 
 GROUPS = [
@@ -53,23 +54,7 @@ def main() -> None:
     site = generate(args.pages, CACHE)
     with serve(site) as (base, _), tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "profile.txt"
-        command = [
-            sys.executable,
-            "-m",
-            "eclaw",
-            "crawl",
-            str(ROOT / "bench/contenders/eclaw_spider.py"),
-            "-a",
-            f"base_url={base}",
-            "-o",
-            str(Path(tmp) / "out.jsonl"),
-            "-s",
-            f"concurrency={CONCURRENCY}",
-            "-s",
-            f"concurrency_per_domain={CONCURRENCY}",
-            "--log-level",
-            "WARNING",
-        ]
+        command = crawl_command("eclaw", base, Path(tmp) / "out.jsonl")
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         subprocess.run(
             [py_spy, "record", "-r", "250", "-f", "raw", "-o", str(raw), "--", *command],
