@@ -194,7 +194,12 @@ class Crawl:
     async def _pump(self) -> None:
         """Start downloads while the scheduler has requests and free slots."""
         while True:
-            request = await self.scheduler.next_request()
+            try:
+                request = await self.scheduler.next_request()
+            except Exception as exc:  # a broken frontier: stop cleanly, keep what is pending counted
+                logger.error("scheduler failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+                self.stop("scheduler error")
+                return
             if request is None:
                 if self.scheduler.pending() <= self._low_water:
                     self._drained.set()

@@ -338,3 +338,22 @@ async def test_bad_start_requests_is_a_clear_error() -> None:
 
     with pytest.raises(ValueError, match="malformed URL 'not a url'"):
         await collect(Bad)
+
+
+async def test_broken_scheduler_stops_the_crawl_cleanly(demo_url: str) -> None:
+    from eclaw.demo.shop import ShopSpider
+    from eclaw.scheduler import DefaultScheduler
+
+    class Flaky(DefaultScheduler):
+        calls = 0
+
+        async def next_request(self) -> Request | None:
+            Flaky.calls += 1
+            if Flaky.calls > 20:
+                raise ConnectionError("frontier store went away")
+            return await super().next_request()
+
+    _, stats = await collect(ShopSpider, engine=Engine(scheduler=Flaky), base_url=demo_url)
+    assert stats.finish_reason == "scheduler error"
+    assert stats.requests_pending > 0
+    assert_accounted(stats)
