@@ -38,9 +38,14 @@ _HOST = re.compile(r"[a-z][a-z0-9+.\-]*://([a-z0-9.\-]*)(?::[0-9]*)?(?:[/?#]|\Z)
 
 def safe_url(url: str) -> str:
     """``url`` percent-escaped, with an IDNA host (like ``w3lib.url.safe_url_string``)."""
+    return _simple_url(url) or _plain_url(url) or safe_url_string(url)
+
+
+def _plain_url(url: str) -> str | None:
+    """``url`` already safe but for scheme/host case, or ``None`` if it needs real escaping."""
     match = _PLAIN.match(url)
     if match is None or (match.group(3) and int(match.group(3)[1:]) > 65535):
-        return safe_url_string(url)
+        return None
     scheme, host, port, rest, fragment = match.groups()
     return f"{scheme.lower()}://{host.lower()}{port or ''}{rest or ''}{fragment or ''}"
 
@@ -91,13 +96,9 @@ def absolute_url(url: str) -> str:
 def _absolute_url(url: str) -> str:
     if not isinstance(url, str):
         raise InvalidURL(f"Request URL must be a string, got {type(url).__name__}")
-    simple = _simple_url(url)
-    if simple is not None:
-        return simple
-    match = _PLAIN.match(url)
-    if match is not None and (not match.group(3) or int(match.group(3)[1:]) <= 65535):
-        scheme, host, port, rest, fragment = match.groups()
-        return f"{scheme.lower()}://{host.lower()}{port or ''}{rest or ''}{fragment or ''}"
+    fast = _simple_url(url) or _plain_url(url)
+    if fast is not None:
+        return fast
     url = url.strip()
     scheme, sep, _ = url.partition(":")
     if not sep or not scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
