@@ -13,7 +13,7 @@ from lxml import etree
 from multidict import CIMultiDict, CIMultiDictProxy
 from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding
 
-from eclaw.selectors import compiled_css, compiled_xpath, parse_html, wrap
+from eclaw.selectors import compiled_css, compiled_hrefs, compiled_xpath, parse_html, wrap
 from eclaw.urls import absolute_url, join_url, simple_path
 
 if TYPE_CHECKING:
@@ -76,6 +76,8 @@ class Request:
         "errback",
         "depth",
     )
+
+    _PLAIN_FIELDS = frozenset({"headers", "meta", "priority", "cb_kwargs", "dont_filter", "depth"})
 
     def __init__(
         self,
@@ -141,12 +143,27 @@ class Request:
 
     def replace(self, **changes: Any) -> Request:
         """Return a copy with ``changes`` applied (meta and headers are copied)."""
+        unknown = changes.keys() - self._PLAIN_FIELDS
+        if unknown:  # a field the constructor checks or converts
+            return self._rebuilt(changes)
+        new = Request.__new__(Request)
+        for name in self.__slots__:
+            setattr(new, name, getattr(self, name))
+        new._meta = dict(self._meta) if self._meta else None
+        new._headers = dict(self._headers) if self._headers else None
+        new._cb_kwargs = dict(self._cb_kwargs) if self._cb_kwargs else None
+        for name, value in changes.items():
+            setattr(new, name, value)
+        return new
+
+    def _rebuilt(self, changes: dict[str, Any]) -> Request:
         unknown = changes.keys() - set(self._FIELDS)
         if unknown:
             raise TypeError(f"Request has no field {sorted(unknown)[0]!r}")
         fields = {name: getattr(self, name) for name in self._FIELDS}
         fields["meta"] = dict(self.meta)
         fields["headers"] = dict(self.headers)
+        fields["cb_kwargs"] = dict(self.cb_kwargs)
         fields.update(changes)
         return Request(**fields, _safe="url" not in changes)
 
@@ -300,7 +317,9 @@ class Response:
         if (urls is not None) + (css is not None) + (xpath is not None) != 1:
             raise ValueError("follow_all() takes exactly one of urls, css or xpath")
         found: Iterable[Any]
-        if css is not None:
+        if css is not None and not self._is_xml and "::" not in css:
+            found = compiled_hrefs(css)(self._root)  # the hrefs themselves, without element objects
+        elif css is not None:
             found = self.css(css) if self._is_xml else compiled_css(css)(self._root)
         elif xpath is not None:
             found = self.xpath(xpath) if self._is_xml else compiled_xpath(xpath)(self._root)

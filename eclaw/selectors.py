@@ -16,7 +16,7 @@ from lxml import etree
 from parsel import Selector, SelectorList
 from parsel.csstranslator import css2xpath
 
-__all__ = ["compiled_css", "compiled_xpath", "parse_html", "wrap"]
+__all__ = ["compiled_css", "compiled_hrefs", "compiled_xpath", "parse_html", "wrap"]
 
 _local = threading.local()  # lxml parsers are not thread-safe: one per thread
 _EMPTY = b"<html></html>"
@@ -45,6 +45,12 @@ def parse_html(body: bytes, encoding: str, text: str, base_url: str) -> Any:
 def compiled_css(query: str) -> etree.XPath:
     """The compiled XPath for a CSS query (``::text`` and ``::attr(x)`` supported)."""
     return etree.XPath(css2xpath(query), smart_strings=False)
+
+
+@lru_cache(maxsize=256)
+def compiled_hrefs(query: str) -> etree.XPath:
+    """The XPath for the ``href`` values of the elements a CSS query selects (as plain strings)."""
+    return etree.XPath(f"({css2xpath(query)})/@href", smart_strings=False)
 
 
 @lru_cache(maxsize=1024)

@@ -30,6 +30,13 @@ def test_replace_copies_mutable_fields() -> None:
     copy.meta["a"] = 2
     copy.headers["H"] = "2"
     assert original.meta == {"a": 1} and original.headers == {"H": "1"} and copy.priority == 5
+    assert copy.url == original.url and copy.meta == {"a": 2} and copy.callback is None
+    moved = original.replace(url="http://x.test/a b", method="post", cb_kwargs={"k": 1})
+    assert (moved.url, moved.method, moved.cb_kwargs, moved.meta) == ("http://x.test/a%20b", "POST", {"k": 1}, {"a": 1})
+    with pytest.raises(TypeError, match="no field 'bogus'"):
+        original.replace(bogus=1)
+    with pytest.raises(TypeError, match="callback must be callable"):
+        original.replace(callback="parse")
 
 
 def html(body: bytes, content_type: str = "text/html", url: str = "http://shop.test/dir/page") -> Response:
@@ -95,6 +102,13 @@ def test_follow_and_follow_all() -> None:
     urls = [r.url for r in response.follow_all(css="a.p")]
     assert urls == ["http://shop.test/x#frag", "http://shop.test/dir/y?b=1"]
     assert [r.url for r in response.follow_all(xpath="//a/@href")] == urls
+    assert [r.url for r in response.follow_all(css="a.p::attr(href)")] == urls
+    mixed = html(b'<link href="/l"><a href=" /s p "></a><area href="/r"><a href="">e</a>')
+    assert [r.url for r in mixed.follow_all(css="a, area, link")] == [
+        "http://shop.test/l",
+        "http://shop.test/s%20p",
+        "http://shop.test/r",
+    ]  # document order across a union; empty hrefs skipped; whitespace stripped
     assert [r.url for r in response.follow_all(["a", "b"])] == ["http://shop.test/dir/a", "http://shop.test/dir/b"]
     with pytest.raises(ValueError, match="exactly one"):
         response.follow_all(css="a", xpath="//a")
