@@ -36,7 +36,9 @@ from eclaw.exceptions import (
     EclawError,
     HttpError,
     IgnoreRequest,
+    RetryRequest,
 )
+from eclaw.failures import FailureLog, RetryQueue, attempts_of
 from eclaw.http import Request, Response
 from eclaw.middleware import Middleware, chain
 from eclaw.parser import Parser, is_item
@@ -73,8 +75,11 @@ class Crawl:
         self.downloader = downloader
         self.parser = parser
         self.pipelines = pipelines
+        self.middlewares = middlewares
         self._fetch = chain(middlewares, self._fetch_checked)
         self._dead_letter = DeadLetter(settings.dead_letter)
+        self._failures = FailureLog(settings.failures)
+        self._retrying = RetryQueue(self._retry_due)
         self._wakeup = asyncio.Event()
         stats = self.stats
         self.bus = EventBus(
@@ -128,6 +133,10 @@ class Crawl:
         self._stop_deadline = loop.call_later(self.settings.shutdown_timeout, self._abort_downloads)
         self._wakeup.set()
 
+    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
+        """``seconds`` between two downloads from ``host`` (throttle; robots Crawl-delay as a ``floor``)."""
+        self.scheduler.set_delay(host, seconds, floor=floor)
+
     def _abort_downloads(self) -> None:
         for task in self._downloads:
             task.cancel()
@@ -159,6 +168,11 @@ class Crawl:
         opened.append(self.scheduler)
         await self.downloader.open(self.spider, self.settings)
         opened.append(self.downloader)
+        for middleware in self.middlewares:
+            if hasattr(middleware, "open"):
+                await middleware.open(self)
+            if hasattr(middleware, "close"):
+                opened.append(middleware)
         for pipeline in self.pipelines:
             await pipeline.open(self.spider)
             opened.append(pipeline)
@@ -183,11 +197,11 @@ class Crawl:
 
     def _check_idle(self) -> None:
         """Wake the loop when work may have run out (it then checks for the end)."""
-        if not self._downloads and not self._busy and not self._items:
+        if not self._downloads and not self._busy and not self._items and not self._retrying:
             self._wakeup.set()
 
     def _idle(self) -> bool:
-        if self._downloads or self._busy or self._items:
+        if self._downloads or self._busy or self._items or (self._retrying and not self._stopping):
             return False
         return self._stopping or (self._start_done and not self.scheduler.pending())
 
@@ -261,8 +275,9 @@ class Crawl:
     async def _on_generated(self, event: RequestGenerated) -> None:
         await self._enqueue([event.request])
 
-    async def _enqueue(self, requests: list[Request]) -> None:
-        self.stats.requests_generated += len(requests)
+    async def _enqueue(self, requests: list[Request], *, retry: bool = False) -> None:
+        if not retry:  # a retry is the same request again: counted once, when generated
+            self.stats.requests_generated += len(requests)
         try:
             reasons = await self.scheduler.enqueue(requests)
         except Exception as exc:
@@ -301,15 +316,24 @@ class Crawl:
             response = await self._fetch(request)
         except IgnoreRequest as exc:
             self._drop(request, exc.reason)
+        except RetryRequest as exc:
+            self.stats.retries += 1
+            self.emit(
+                RequestFailed(
+                    request=request, reason=exc.reason, error=exc.error, attempt=attempts_of(request), final=False
+                )
+            )
+            self._retrying.add(exc.request, exc.delay)
         except DownloadError as exc:
             logger.warning("failed %s: %s", request.url, exc)
-            self.emit(RequestFailed(request=request, reason=exc.reason, error=exc))
+            self.emit(RequestFailed(request=request, reason=exc.reason, error=exc, attempt=attempts_of(request)))
         except asyncio.CancelledError:
             self.stats.requests_pending += 1  # aborted by shutdown: not crawled
             raise
         except Exception as exc:
             logger.error("error downloading %s: %s: %s", request.url, type(exc).__name__, exc, exc_info=exc)
-            self.emit(RequestFailed(request=request, reason=f"error: {type(exc).__name__}", error=exc))
+            reason = f"error: {type(exc).__name__}"
+            self.emit(RequestFailed(request=request, reason=reason, error=exc, attempt=attempts_of(request)))
         finally:
             del self._downloads[asyncio.current_task()]  # type: ignore[arg-type]
             try:
@@ -400,10 +424,22 @@ class Crawl:
             raise TypeError(f"callback yielded {kind}: expected an item (dict, dataclass) or Request")
         return False
 
+    def _retry_due(self, request: Request) -> None:
+        """A retry's delay is over: back to the scheduler (not counted as a new request)."""
+        if not self._stopping:
+            self._spawn(self._requeue(request))
+        else:
+            self.stats.requests_pending += 1
+            self._check_idle()
+
+    async def _requeue(self, request: Request) -> None:
+        await self._enqueue([request], retry=True)
+
     async def _on_failed(self, event: RequestFailed) -> None:
         if not event.final:
             return
         self.stats.add_failed(event.reason)
+        self._failures.record(event.request, event.reason, event.error)
         if event.request.errback is not None:
             self._busy += 1
             self._spawn(self._recover(event))
@@ -437,18 +473,21 @@ class Crawl:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-        self.stats.requests_pending += self.scheduler.pending()
+        self.stats.requests_pending += self.scheduler.pending() + self._retrying.cancel_all()
         for component in reversed(opened):
             try:
                 if component is self.scheduler:
                     await self.scheduler.close()
                 elif component is self.downloader:
                     await self.downloader.close()
+                elif component in self.middlewares:
+                    await component.close()
                 else:
                     await component.close(self.spider)
             except Exception as exc:
                 logger.error("error closing %r: %s", component, exc, exc_info=exc)
         self._dead_letter.close()
+        self._failures.close()
         self.stats.finished_at = time.time()
         if self.stats.finish_reason != "cancelled":
             await self.bus.notify(SpiderClosed(spider=self.spider, stats=self.stats))

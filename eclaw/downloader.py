@@ -14,6 +14,7 @@ from urllib.parse import urljoin
 
 import aiohttp
 from multidict import CIMultiDictProxy
+from yarl import URL
 
 from eclaw.exceptions import (
     ConnectError,
@@ -22,6 +23,7 @@ from eclaw.exceptions import (
     DownloadTimeout,
     IgnoreRequest,
     InvalidURL,
+    ProxyError,
     RedirectLoop,
     ResponseTooLarge,
     TooManyRedirects,
@@ -40,6 +42,7 @@ __all__ = ["Downloader", "HttpDownloader"]
 logger = logging.getLogger(__name__)
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+FALLBACK_USER_AGENT = "eclaw/0.1 (+https://pypi.org/project/eclaw/)"  # when no middleware sets one
 
 
 @runtime_checkable
@@ -80,7 +83,7 @@ class HttpDownloader:
             connector=connector,
             cookie_jar=jar,
             timeout=self._timeout,
-            headers={"User-Agent": settings.user_agent},
+            headers={"User-Agent": settings.user_agent or FALLBACK_USER_AGENT},
             auto_decompress=True,
             raise_for_status=False,
             max_line_size=16384,
@@ -133,9 +136,16 @@ class HttpDownloader:
         self, request: Request, url: str, method: str, body: bytes
     ) -> tuple[int, CIMultiDictProxy[str], bytes, str | None]:
         assert self._session is not None
+        proxy, proxy_auth = _proxy(request)
         try:
             async with self._session.request(
-                method, url, headers=request.headers, data=body or None, allow_redirects=False
+                method,
+                url,
+                headers=request.headers,
+                data=body or None,
+                allow_redirects=False,
+                proxy=proxy,
+                proxy_auth=proxy_auth,
             ) as resp:
                 location = resp.headers.get("Location")
                 if resp.status in _REDIRECTS and location:
@@ -150,6 +160,8 @@ class HttpDownloader:
             raise ConnectionLost(f"server disconnected: {url}") from exc
         except aiohttp.ClientPayloadError as exc:
             raise TruncatedResponse(f"bad or truncated body from {url}: {_short(exc)}") from exc
+        except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
+            raise ProxyError(f"proxy {_redacted(proxy)} failed for {url}: {_short(exc)}") from exc
         except aiohttp.ClientOSError as exc:
             if isinstance(exc, aiohttp.ClientConnectorError):
                 raise ConnectError(f"cannot connect to {url}: {_short(exc)}") from exc
@@ -175,6 +187,23 @@ class HttpDownloader:
             chunks.append(chunk)
         self.bytes_received += size
         return b"".join(chunks)
+
+
+def _proxy(request: Request) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The proxy of ``request.meta["proxy"]`` (credentials split off into proxy auth)."""
+    meta = request._meta  # not request.meta: that would give every request a dict
+    proxy = meta.get("proxy") if meta else None
+    if not proxy:
+        return None, None
+    parsed = URL(proxy)
+    if parsed.user is None:
+        return proxy, None
+    auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
+    return str(parsed.with_user(None)), auth
+
+
+def _redacted(proxy: str | None) -> str:
+    return str(URL(proxy).with_user(None)) if proxy else "-"
 
 
 def _short(exc: BaseException) -> str:

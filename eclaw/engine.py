@@ -41,7 +41,7 @@ class Engine:
             ``custom_settings`` apply on top, then ``overrides``.
         overrides: settings that win over the spider's (CLI ``-s``).
         middlewares: download middlewares, outermost first; ``None`` means
-            :func:`eclaw.middlewares.defaults`.
+            :func:`eclaw.middlewares.defaults` for each crawl's settings.
         pipelines: item pipelines (objects or async functions), in order.
         outputs: feed files (``.jsonl``, ``.csv``) or pipelines, run after
             ``pipelines``; a fresh exporter per crawl.
@@ -70,8 +70,8 @@ class Engine:
         self.settings = settings if settings is not None else Settings()
         self._overrides = dict(overrides or {})
         self.settings.replace(self._overrides)  # fail now on a bad override
-        self._middlewares = list(defaults() if middlewares is None else middlewares)
-        for middleware in self._middlewares:
+        self._middlewares = None if middlewares is None else list(middlewares)
+        for middleware in self._middlewares or ():
             if not callable(middleware):
                 raise ConfigError(f"middleware {middleware!r} is not callable (expected mw(request, call_next))")
         self._pipelines = [as_pipeline(p) for p in pipelines]
@@ -171,10 +171,19 @@ class Engine:
             scheduler=self._make_scheduler(),
             downloader=self._make_downloader(),
             parser=self._parser,
-            middlewares=[*self._middlewares, *instance.middlewares],
+            middlewares=[*self._middlewares_for(settings), *instance.middlewares],
             pipelines=pipelines,
             handlers=self._handlers_for,
         )
+
+    def _middlewares_for(self, settings: Settings) -> list[Middleware]:
+        if self._middlewares is not None:
+            return self._middlewares
+        try:
+            chain: list[Middleware] = defaults(settings)  # fresh per crawl: proxy health, robots rules...
+        except (ConfigError, OSError, ValueError) as exc:
+            raise ConfigError(f"middleware settings: {exc}") from None
+        return chain
 
     async def crawl(self, spider: SpiderArg, **spider_args: Any) -> Stats:
         """Run a crawl of ``spider`` to the end and return its :class:`Stats`.

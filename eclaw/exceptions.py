@@ -8,10 +8,12 @@ Errors::
     ├── InvalidURL (ValueError)         a URL eclaw cannot fetch
     └── DownloadError                   one download went wrong
         ├── ConnectError (ConnectionError)
-        │   └── ConnectionLost          the peer reset or closed mid-response
+        │   ├── ConnectionLost          the peer reset or closed mid-response
+        │   └── ProxyError              the proxy refused, failed or banned the request
         ├── DownloadTimeout (TimeoutError)
         ├── TruncatedResponse           body shorter than announced / bad encoding
         ├── ResponseTooLarge            refused past ``max_response_size``
+        ├── CacheMiss                   ``HttpCache(offline=True)`` has no copy
         ├── RedirectError
         │   ├── TooManyRedirects
         │   ├── RedirectLoop
@@ -23,6 +25,7 @@ Control flow (not errors; raise them to steer a crawl)::
     IgnoreRequest(reason)   drop a request: it ends as ``RequestDropped(reason)``
     DropItem(reason)        drop an item in a pipeline: ``ItemDropped(reason)``
     CloseSpider(reason)     stop the crawl gracefully from a callback
+    RetryRequest(...)       a middleware asks for another attempt after a delay
 
 aiohttp errors are translated into this tree in :mod:`eclaw.downloader`, the one
 place that talks to aiohttp's client.
@@ -33,9 +36,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from eclaw.http import Response
+    from eclaw.http import Request, Response
 
 __all__ = [
+    "CacheMiss",
     "CloseSpider",
     "ConfigError",
     "ConnectError",
@@ -47,9 +51,11 @@ __all__ = [
     "HttpError",
     "IgnoreRequest",
     "InvalidURL",
+    "ProxyError",
     "RedirectError",
     "RedirectLoop",
     "ResponseTooLarge",
+    "RetryRequest",
     "SpiderLoadError",
     "TooManyRedirects",
     "TruncatedResponse",
@@ -89,6 +95,18 @@ class ConnectionLost(ConnectError):
     """The server closed or reset the connection before the response ended."""
 
     reason = "connection lost"
+
+
+class ProxyError(ConnectError):
+    """The proxy could not be reached, refused the request (407) or looks banned."""
+
+    reason = "proxy error"
+
+
+class CacheMiss(DownloadError):
+    """An offline ``HttpCache`` has no stored response for the request."""
+
+    reason = "cache miss"
 
 
 class DownloadTimeout(DownloadError, TimeoutError):
@@ -159,3 +177,19 @@ class CloseSpider(Exception):
     def __init__(self, reason: str = "closespider") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class RetryRequest(Exception):
+    """Control flow: this attempt failed; download ``request`` again after ``delay`` seconds.
+
+    The crawl emits ``RequestFailed(final=False, attempt=...)`` for the failed
+    attempt, frees the download slot, and hands ``request`` back to the
+    scheduler when the delay is over. ``error`` is what went wrong.
+    """
+
+    def __init__(self, request: Request, *, delay: float, reason: str, error: BaseException | None = None) -> None:
+        super().__init__(f"retry {request.url} in {delay:.2f}s ({reason})")
+        self.request = request
+        self.delay = delay
+        self.reason = reason
+        self.error = error

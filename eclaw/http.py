@@ -180,7 +180,7 @@ class Response:
     on lxml) are built lazily on first use.
     """
 
-    __slots__ = ("__dict__", "body", "headers", "request", "status", "url")
+    __slots__ = ("__dict__", "body", "from_cache", "headers", "request", "status", "url")
 
     def __init__(
         self,
@@ -190,9 +190,11 @@ class Response:
         headers: Mapping[str, str] | CIMultiDictProxy[str] | None = None,
         body: bytes = b"",
         request: Request | None = None,
+        from_cache: bool = False,
     ) -> None:
         self.url = url
         self.status = status
+        self.from_cache = from_cache
         self.headers: CIMultiDictProxy[str] = (
             headers if isinstance(headers, CIMultiDictProxy) else CIMultiDictProxy(CIMultiDict(headers or {}))
         )

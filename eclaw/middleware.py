@@ -13,18 +13,28 @@ A middleware is any object or function with this signature::
 - failure phase: ``except DownloadError`` around ``call_next`` (``HttpError``
   carries the response of a status the spider does not handle).
 
+- retry: raise ``RetryRequest(request, delay=..., reason=...)``; the crawl
+  frees the slot and schedules ``request`` again after ``delay``.
+
 Middlewares are configured as a list: the first is the outermost, so it sees
-the request first and the response last.
+the request first and the response last. A middleware object may also define
+``async def open(self, crawl: CrawlContext)`` (called when a crawl starts,
+before any request) and ``async def close(self)`` (when it ends).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from eclaw.http import Request, Response
 
-__all__ = ["Fetch", "Middleware", "chain"]
+if TYPE_CHECKING:
+    from eclaw.settings import Settings
+    from eclaw.spider import Spider
+    from eclaw.stats import Stats
+
+__all__ = ["CrawlContext", "Fetch", "Middleware", "chain"]
 
 Fetch = Callable[[Request], Awaitable[Response]]
 
@@ -33,6 +43,25 @@ class Middleware(Protocol):
     """Anything callable as ``await mw(request, call_next)``."""
 
     def __call__(self, request: Request, call_next: Fetch, /) -> Awaitable[Response]: ...
+
+
+class CrawlContext(Protocol):
+    """What a middleware's ``open()`` gets: the running crawl, seen from outside."""
+
+    @property
+    def spider(self) -> Spider: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def stats(self) -> Stats: ...
+
+    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
+        """Politeness: ``seconds`` between two downloads from ``host``; a ``floor`` is never undercut."""
+
+    def stop(self, reason: str) -> None:
+        """Stop the crawl gracefully."""
 
 
 def chain(middlewares: Sequence[Middleware], fetch: Fetch) -> Fetch:

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.events import Event, ItemDropped, ItemParsed, ItemStored
 from eclaw.exceptions import DropItem
+from eclaw.failures import JsonLines
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider
@@ -79,37 +78,18 @@ def item_to_dict(item: Any) -> dict[str, Any]:
     return dict(item)
 
 
-class DeadLetter:
+class DeadLetter(JsonLines):
     """JSONL file of items that a pipeline failed on, opened on first use."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.count = 0
-        self._file: IO[str] | None = None
-
-    def write(self, item: Any, *, error: BaseException, stage: str, url: str | None) -> None:
-        if self._file is None:
-            self._file = self.path.open("a", encoding="utf-8")
+    def record(self, item: Any, *, error: BaseException, stage: str, url: str | None) -> None:
         try:
             data: Any = item_to_dict(item)
         except (TypeError, ValueError):
             data = repr(item)
-        record = {
-            "time": time.time(),
-            "url": url,
-            "stage": stage,
-            "error": f"{type(error).__name__}: {error}",
-            "item": data,
-        }
-        self._file.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
-        self._file.flush()
-        self.count += 1
+        self.write(
+            {"time": time.time(), "url": url, "stage": stage, "error": f"{type(error).__name__}: {error}", "item": data}
+        )
         logger.error("item dead-lettered to %s (%s: %s)", self.path, stage, error)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 class PipelineRunner:
@@ -167,7 +147,7 @@ class PipelineRunner:
             return ItemDropped(item=item, response=event.response, reason=exc.reason)
         except Exception as exc:
             url = event.response.url if event.response is not None else None
-            self._dead_letter.write(event.item, error=exc, stage=stage, url=url)
+            self._dead_letter.record(event.item, error=exc, stage=stage, url=url)
             reason = f"pipeline error: {type(exc).__name__}"
             return ItemDropped(item=event.item, response=event.response, reason=reason)
         return ItemStored(item=item, response=event.response)

@@ -42,6 +42,12 @@ class Scheduler(Protocol):
 
     def pending(self) -> int: ...
 
+    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
+        """Politeness for ``host`` from now on: ``seconds`` between two download starts.
+
+        A ``floor`` (robots.txt ``Crawl-delay``) is a minimum later calls cannot go under.
+        """
+
     async def close(self) -> None: ...
 
 
@@ -67,8 +73,8 @@ class DefaultScheduler:
     (``allowed_domains``), depth (``max_depth``), duplicates (fingerprint in
     the dupefilter). ``dont_filter`` skips offsite and duplicate checks.
     Politeness: at most ``concurrency`` downloads in all, at most
-    ``concurrency_per_domain`` per host, and ``download_delay`` seconds between
-    two starts on one host.
+    ``concurrency_per_domain`` per host, and ``download_delay`` seconds (or
+    the host's own delay, see ``set_delay``) between two starts on one host.
     """
 
     def __init__(self, dupefilter: DupeFilter | None = None) -> None:
@@ -80,6 +86,9 @@ class DefaultScheduler:
         self._pending = 0
         self._active = 0
         self._wake: Callable[[], None] = lambda: None
+        self._delays: dict[str, float] = {}  # per-host delays set by throttle / robots Crawl-delay
+        self._floors: dict[str, float] = {}
+        self._cooling: dict[str, float] = {}  # idle hosts whose delay has not elapsed yet
 
     @property
     def dupefilter(self) -> DupeFilter:
@@ -122,6 +131,8 @@ class DefaultScheduler:
         slot = self._slots.get(host)
         if slot is None:
             slot = self._slots[host] = _Slot(host)
+            if self._cooling:
+                slot.not_before = self._cooling.pop(host, 0.0)
         heapq.heappush(slot.heap, (-request.priority, next(self._seq), request))
         self._pending += 1
         self._offer(slot)
@@ -170,10 +181,20 @@ class DefaultScheduler:
         self._pending -= 1
         self._active += 1
         slot.active += 1
-        if self._settings.download_delay:
-            slot.not_before = asyncio.get_running_loop().time() + self._settings.download_delay
+        delay = (
+            self._delays.get(slot.host, self._settings.download_delay)
+            if self._delays
+            else self._settings.download_delay
+        )
+        if delay:
+            slot.not_before = asyncio.get_running_loop().time() + delay
         self._offer(slot)
         return request
+
+    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
+        if floor:
+            self._floors[host] = seconds
+        self._delays[host] = max(seconds, self._floors.get(host, 0.0), 0.0)
 
     async def release(self, request: Request) -> None:
         host = url_host(request.url)
@@ -183,6 +204,11 @@ class DefaultScheduler:
         self._offer(slot)
         if not slot.active and not slot.heap and slot.timer is None:
             del self._slots[host]  # keep memory proportional to live hosts
+            now = asyncio.get_running_loop().time()
+            if slot.not_before > now:  # ... but remember a delay still running
+                if len(self._cooling) > 10_000:
+                    self._cooling = {h: t for h, t in self._cooling.items() if t > now}
+                self._cooling[host] = slot.not_before
 
     def pending(self) -> int:
         return self._pending

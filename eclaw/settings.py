@@ -38,12 +38,21 @@ class Settings:
         max_redirects: redirect hops followed before failing.
         max_depth: link depth limit; 0 means unlimited.
         max_url_length: longer URLs are dropped.
-        user_agent: the ``User-Agent`` header unless a request sets one.
+        user_agent: the ``User-Agent`` of every request that does not set one;
+            empty means the ``UserAgent`` middleware's realistic browser UA.
         cookies: keep a cookie jar per crawl.
         dupefilter: ``"bloom"`` (bounded memory) or ``"set"`` (exact, small crawls).
         dupefilter_capacity: URLs the Bloom filter is sized for; it grows past it.
         dupefilter_error_rate: Bloom filter false-positive rate.
         dead_letter: JSONL file for items no pipeline could store.
+        failures: JSONL file of final request failures (url, reason, attempts,
+            last status); empty turns it off.
+        retries: retries after a failed attempt (``Retry`` middleware); 0 turns retrying off.
+        obey_robots: fetch and obey robots.txt (``Robots`` middleware).
+        autothrottle: adapt each host's delay to its latency (``Throttle`` middleware).
+        http_cache: directory of an ``HttpCache`` for development; empty is off.
+        proxies: ``Proxy`` middleware source: comma-separated proxy URLs, a
+            file of them (``@path``), or ``env`` for ``HTTP(S)_PROXY``; empty is off.
         shutdown_timeout: seconds in-flight downloads get after a stop request.
         log_level: logging level name used by the CLI.
     """
@@ -58,12 +67,18 @@ class Settings:
     max_redirects: int = 10
     max_depth: int = 0
     max_url_length: int = 2083
-    user_agent: str = "eclaw/0.1 (+https://pypi.org/project/eclaw/)"
+    user_agent: str = ""
     cookies: bool = True
     dupefilter: Literal["bloom", "set"] = "bloom"
     dupefilter_capacity: int = 1_000_000
     dupefilter_error_rate: float = 0.001
     dead_letter: str = "eclaw-dead-letter.jsonl"
+    failures: str = "eclaw-failures.jsonl"
+    retries: int = 3
+    obey_robots: bool = False
+    autothrottle: bool = False
+    http_cache: str = ""
+    proxies: str = ""
     shutdown_timeout: float = 10.0
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -82,7 +97,7 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name!r} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("download_delay", "max_redirects", "max_depth", "shutdown_timeout"):
+        for name in ("download_delay", "max_redirects", "max_depth", "shutdown_timeout", "retries"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
         for name in ("connect_timeout", "read_timeout", "timeout"):

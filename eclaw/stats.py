@@ -21,6 +21,8 @@ class Stats:
                               + requests_dropped + requests_pending
 
     (``requests_pending`` is non-zero only for a crawl stopped early.)
+    ``retries`` counts failed attempts that were tried again; ``counters`` holds
+    the middlewares' own counts (``"proxy 127.0.0.1:3128 ok"``, ``"cache hit"``...).
     """
 
     spider: str = ""
@@ -40,6 +42,8 @@ class Stats:
     dropped_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     items_dropped_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     status_counts: Counter[int] = dataclasses.field(default_factory=Counter)
+    retries: int = 0
+    counters: Counter[str] = dataclasses.field(default_factory=Counter)
     started_at: float = dataclasses.field(default_factory=time.time)
     finished_at: float | None = None
     finish_reason: str = ""
@@ -103,6 +107,9 @@ class Stats:
             ("  dropped", self.items_dropped),
         ]
         rows += [(f"    {reason}", n) for reason, n in sorted(self.items_dropped_by_reason.items())]
+        if self.retries:
+            rows.append(("retries", self.retries))
+        rows += sorted(self.counters.items())
         if self.handler_errors:
             rows.append(("handler errors", self.handler_errors))
         width = max(len(name) for name, _ in rows)

@@ -40,7 +40,16 @@ def test_public_api_is_pinned() -> None:
 
 def test_namespaces() -> None:
     assert "RequestGenerated" in eclaw.events.__all__
-    assert eclaw.middlewares.__all__ == ["DefaultHeaders", "defaults"]
+    assert eclaw.middlewares.__all__ == [
+        "DefaultHeaders",
+        "HttpCache",
+        "Proxy",
+        "Retry",
+        "Robots",
+        "Throttle",
+        "UserAgent",
+        "defaults",
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,147 @@
+"""HttpCache: keep responses on disk and replay them, to develop a spider offline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from eclaw.exceptions import CacheMiss, ConfigError
+from eclaw.http import Request, Response
+from eclaw.middleware import Fetch
+from eclaw.urls import fingerprint
+
+if TYPE_CHECKING:
+    from eclaw.middleware import CrawlContext
+
+__all__ = ["HttpCache"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    fingerprint BLOB PRIMARY KEY,
+    url TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    headers TEXT NOT NULL,
+    body BLOB NOT NULL,
+    stored_at REAL NOT NULL
+)
+"""
+
+
+class HttpCache:
+    """Store every response in ``dir/http-cache.sqlite``, keyed by request
+    fingerprint (method, canonical URL, body), and serve it on the next run
+    without touching the network.
+
+    Served responses have ``response.from_cache == True`` and are counted in
+    stats (``cache hit`` / ``cache miss`` / ``cache stored``). With
+    ``offline=True`` a request that is not cached fails with ``CacheMiss``
+    instead of being fetched.
+
+    Args:
+        dir: directory of the cache file (created if missing).
+        expire: seconds a stored response stays fresh; 0 keeps it forever.
+        ignore_statuses: statuses never stored (server errors by default; statuses
+            the spider does not handle are never stored either).
+        offline: never fetch; a miss is a failure.
+    """
+
+    def __init__(
+        self,
+        dir: str | Path = ".eclaw-cache",
+        *,
+        expire: float = 0,
+        ignore_statuses: Iterable[int] = (429, 500, 502, 503, 504, 522, 524),
+        offline: bool = False,
+    ) -> None:
+        self.dir = Path(dir)
+        self.expire = expire
+        self.ignore_statuses = frozenset(ignore_statuses)
+        self.offline = offline
+        self._db: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._crawl: CrawlContext | None = None
+
+    def __repr__(self) -> str:
+        return f"HttpCache({str(self.dir)!r}, offline={self.offline})"
+
+    @property
+    def path(self) -> Path:
+        return self.dir / "http-cache.sqlite"
+
+    async def open(self, crawl: CrawlContext) -> None:
+        self._crawl = crawl
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="eclaw-http-cache")
+            self._db = await self._run(self._connect)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"http cache {self.path}: {exc}") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(_SCHEMA)
+        return db
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._run(self._db.close)
+            self._db = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    async def _run(self, func: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)
+
+    async def __call__(self, request: Request, call_next: Fetch) -> Response:
+        key = fingerprint(request)
+        row = await self._run(self._load, key)
+        if row is not None:
+            self._count("cache hit")
+            url, status, headers, body = row
+            return Response(url, status=status, headers=_headers(headers), body=body, request=request, from_cache=True)
+        self._count("cache miss")
+        if self.offline:
+            raise CacheMiss(f"{request.url} is not in the offline cache {self.path}")
+        response = await call_next(request)  # error statuses raise HttpError here: not stored
+        await self._store(key, response)
+        return response
+
+    def _load(self, key: bytes) -> tuple[str, int, str, bytes] | None:
+        assert self._db is not None
+        row = self._db.execute(
+            "SELECT url, status, headers, body, stored_at FROM responses WHERE fingerprint = ?", (key,)
+        ).fetchone()
+        if row is None or (self.expire and time.time() - row[4] > self.expire):
+            return None
+        return row[0], row[1], row[2], row[3]
+
+    async def _store(self, key: bytes, response: Response) -> None:
+        if response.status in self.ignore_statuses or response.from_cache:
+            return
+        headers = json.dumps(list(response.headers.items()))
+        await self._run(self._save, (key, response.url, response.status, headers, response.body, time.time()))
+        self._count("cache stored")
+
+    def _save(self, row: tuple[Any, ...]) -> None:
+        assert self._db is not None
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+
+    def _count(self, what: str) -> None:
+        if self._crawl is not None:
+            self._crawl.stats.counters[what] += 1
+
+
+def _headers(stored: str) -> CIMultiDictProxy[str]:
+    return CIMultiDictProxy(CIMultiDict((name, value) for name, value in json.loads(stored)))

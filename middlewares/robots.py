@@ -1,0 +1,109 @@
+"""Robots: fetch, cache and obey robots.txt (parsed with protego)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Literal
+
+from protego import Protego
+
+from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest
+from eclaw.http import Request, Response
+from eclaw.middleware import Fetch
+from eclaw.urls import url_host
+
+if TYPE_CHECKING:
+    from eclaw.middleware import CrawlContext
+
+__all__ = ["Robots"]
+
+logger = logging.getLogger(__name__)
+
+_ALLOW_ALL = Protego.parse("")
+_DISALLOW_ALL = Protego.parse("User-agent: *\nDisallow: /")
+
+
+class Robots:
+    """Drop requests that a host's robots.txt disallows (``RequestDropped(reason="robots")``).
+
+    robots.txt is fetched once per scheme://host:port, through the middlewares
+    inside this one (so proxy and user-agent apply), even when many requests
+    for a new host arrive at once. Rules are matched for ``user_agent``:
+    given, else the spider's ``user_agent`` / the ``user_agent`` setting, else
+    ``"eclaw"``. A ``Crawl-delay`` becomes the host's minimum delay.
+
+    Unavailable robots.txt, following RFC 9309 (as Google does): a 4xx status
+    (404, 403, ...) allows everything; a 5xx status, timeout or network error
+    ("unreachable") disallows everything for the crawl, unless
+    ``unreachable="allow"``.
+    """
+
+    def __init__(
+        self, user_agent: str | None = None, *, unreachable: Literal["disallow", "allow"] = "disallow"
+    ) -> None:
+        if unreachable not in ("disallow", "allow"):
+            raise ValueError(f"Robots: unreachable must be 'disallow' or 'allow', not {unreachable!r}")
+        self.user_agent = user_agent
+        self.unreachable = unreachable
+        self._agent = user_agent or "eclaw"
+        self._rules: dict[str, asyncio.Future[Protego]] = {}  # origin -> fetch task
+        self._crawl: CrawlContext | None = None
+
+    def __repr__(self) -> str:
+        return f"Robots(user_agent={self._agent!r})"
+
+    async def open(self, crawl: CrawlContext) -> None:
+        self._crawl = crawl
+        self._agent = (
+            self.user_agent or getattr(crawl.spider, "user_agent", None) or crawl.settings.user_agent or "eclaw"
+        )
+        self._rules.clear()
+
+    async def close(self) -> None:
+        for task in self._rules.values():
+            task.cancel()
+        if self._rules:
+            await asyncio.gather(*self._rules.values(), return_exceptions=True)
+
+    async def __call__(self, request: Request, call_next: Fetch) -> Response:
+        if request.url.startswith(("http://", "https://")) and not request.meta.get("robots.txt"):
+            rules = await self.rules_for(request.url, call_next)
+            if not rules.can_fetch(request.url, self._agent):
+                raise IgnoreRequest("robots")
+        return await call_next(request)
+
+    async def rules_for(self, url: str, call_next: Fetch) -> Protego:
+        """The parsed robots.txt for ``url``'s origin, fetched on first use."""
+        scheme, _, rest = url.partition("://")
+        origin = f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0].split('#', 1)[0]}"
+        task = self._rules.get(origin)
+        if task is None:  # one fetch per origin, in its own task: a cancelled request does not cancel it
+            task = self._rules[origin] = asyncio.ensure_future(self._fetch(origin, call_next))
+        return await asyncio.shield(task)
+
+    async def _fetch(self, origin: str, call_next: Fetch) -> Protego:
+        robots_url = f"{origin}/robots.txt"
+        request = Request(robots_url, dont_filter=True, meta={"robots.txt": True, "dont_retry": True})
+        try:
+            response = await call_next(request)
+        except HttpError as exc:
+            if exc.status < 500:
+                logger.debug("%s: HTTP %d, everything allowed", robots_url, exc.status)
+                return _ALLOW_ALL
+            return self._unreachable(robots_url, exc)
+        except IgnoreRequest as exc:  # e.g. redirected off the allowed domains
+            logger.debug("%s: %s, everything allowed", robots_url, exc.reason)
+            return _ALLOW_ALL
+        except DownloadError as exc:
+            return self._unreachable(robots_url, exc)
+        rules = Protego.parse(response.text)
+        delay = rules.crawl_delay(self._agent)
+        if delay and self._crawl is not None:
+            self._crawl.set_delay(url_host(origin), float(delay), floor=True)
+        return rules
+
+    def _unreachable(self, url: str, error: DownloadError) -> Protego:
+        verdict = _DISALLOW_ALL if self.unreachable == "disallow" else _ALLOW_ALL
+        logger.warning("%s unreachable (%s): %s everything on this host", url, error.reason, self.unreachable)
+        return verdict
