@@ -289,7 +289,7 @@ async def test_custom_middleware_replaces_and_consumes_requests() -> None:
         items, stats = await collect(Echo, engine=engine, start_urls=[base + "/echo", base + "/echo?private=1"])
     assert items == [{"tagged": True}]
     assert seen_headers[0]["X-Tag"] == "t1"
-    assert seen_headers[0]["Accept-Language"] == "en"  # DefaultHeaders ran too
+    assert seen_headers[0]["Accept-Language"] == "en-US,en;q=0.9"  # UserAgent (a default) ran too
     assert [event.reason for event in dropped] == ["private area"]
     assert_accounted(stats)
 
