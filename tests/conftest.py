@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -28,3 +29,12 @@ def assert_accounted(stats: Stats) -> None:
     assert stats.requests_failed == sum(stats.failed_by_reason.values())
     assert stats.requests_dropped == sum(stats.dropped_by_reason.values())
     assert stats.items_parsed == stats.items_stored + stats.items_dropped
+
+
+def recorder(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
+    """An event handler that appends every event it gets to ``sink``."""
+
+    async def append(event: Any) -> None:
+        sink.append(event)
+
+    return append

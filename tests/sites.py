@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import time
 import gzip
 import zlib
 from functools import cache
@@ -150,3 +152,59 @@ def fault_app() -> web.Application:
     for path, handler in routes.items():
         app.router.add_route("*", path, handler)
     return app
+
+
+class FlakySite:
+    """Pages that fail on purpose, a given number of times, then work.
+
+    ``/fail/{key}?times=N&status=S`` answers S (default 503) N times, then 200;
+    ``/limited/{key}?after=SPEC`` answers 429 with ``Retry-After: SPEC`` once
+    (``SPEC`` = ``date:N`` sends an HTTP date N seconds ahead);
+    ``/reset/{key}?times=N`` resets the connection N times;
+    ``/stall/{key}?times=N&s=S`` sleeps S seconds N times (past a timeout);
+    ``/ok/{key}`` always works. ``hits[key]`` lists the loop time of each request.
+    """
+
+    def __init__(self) -> None:
+        self.hits: dict[str, list[float]] = {}
+
+    def _hit(self, request: web.Request) -> int:
+        times = self.hits.setdefault(request.match_info["key"], [])
+        times.append(asyncio.get_running_loop().time())
+        return len(times)
+
+    async def fail(self, request: web.Request) -> web.Response:
+        if self._hit(request) <= int(request.query.get("times", "1")):
+            return web.Response(status=int(request.query.get("status", "503")), text="try later")
+        return page(title=request.match_info["key"])
+
+    async def limited(self, request: web.Request) -> web.Response:
+        if self._hit(request) == 1:
+            spec = request.query.get("after", "1")
+            if spec.startswith("date:"):
+                when = time.time() + float(spec[5:])
+                spec = email.utils.formatdate(when, usegmt=True)
+            return web.Response(status=429, text="slow down", headers={"Retry-After": spec})
+        return page(title="allowed")
+
+    async def reset(self, request: web.Request) -> web.StreamResponse:
+        if self._hit(request) <= int(request.query.get("times", "1")):
+            assert request.transport is not None
+            request.transport.abort()  # RST-like: the client sees the connection drop
+            return web.StreamResponse()
+        return page(title="after reset")
+
+    async def stall(self, request: web.Request) -> web.Response:
+        if self._hit(request) <= int(request.query.get("times", "1")):
+            await asyncio.sleep(float(request.query.get("s", "3")))
+        return page(title="after stall")
+
+    async def ok(self, request: web.Request) -> web.Response:
+        self._hit(request)
+        return page(title=request.match_info["key"])
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        for name in ("fail", "limited", "reset", "stall", "ok"):
+            app.router.add_get(f"/{name}/{{key}}", getattr(self, name))
+        return app

@@ -15,7 +15,7 @@ from eclaw import CloseSpider, DropItem, Engine, IgnoreRequest, Request, Respons
 from eclaw.events import ItemDropped, RequestDropped, RequestFailed, ResponseDownloaded
 from eclaw.middlewares import DefaultHeaders, defaults
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted
+from tests.conftest import assert_accounted, recorder
 from tests.sites import SlowSite, fault_app, page
 
 
@@ -203,7 +203,7 @@ async def test_pipeline_drop_and_error_go_to_dead_letter(demo_url: str, tmp_path
     dead = tmp_path / "dead.jsonl"
     engine = Engine(Settings(dead_letter=str(dead)), pipelines=[picky], outputs=[out])
     dropped: list[ItemDropped] = []
-    engine.subscribe(ItemDropped, _appender(dropped))
+    engine.subscribe(ItemDropped, recorder(dropped))
     items, stats = await collect(ShopSpider, engine=engine, base_url=demo_url)
     assert picky.opened and picky.closed
     ones = sum(1 for p in _expected() if p["rating"] == 1)
@@ -218,13 +218,6 @@ async def test_pipeline_drop_and_error_go_to_dead_letter(demo_url: str, tmp_path
     assert all(row["item"]["rating"] == 2 and row["url"] for row in dead_rows)
     assert len(dropped) == ones + twos
     assert_accounted(stats)
-
-
-def _appender(sink: list[Any]) -> Any:
-    async def append(event: Any) -> None:
-        sink.append(event)
-
-    return append
 
 
 def _expected() -> list[dict[str, Any]]:
@@ -284,7 +277,7 @@ async def test_custom_middleware_replaces_and_consumes_requests() -> None:
 
     engine = Engine(middlewares=[*defaults(), tagger])
     dropped: list[RequestDropped] = []
-    engine.subscribe(RequestDropped, _appender(dropped))
+    engine.subscribe(RequestDropped, recorder(dropped))
     async with serve(fault_app()) as base:
         items, stats = await collect(Echo, engine=engine, start_urls=[base + "/echo", base + "/echo?private=1"])
     assert items == [{"tagged": True}]
