@@ -133,7 +133,7 @@ class Crawl:
         self._stop_deadline = loop.call_later(self.settings.shutdown_timeout, self._abort_downloads)
         self._wakeup.set()
 
-    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
+    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         """``seconds`` between two downloads from ``host`` (throttle; robots Crawl-delay as a ``floor``)."""
         self.scheduler.set_delay(host, seconds, floor=floor)
 

@@ -57,8 +57,9 @@ class CrawlContext(Protocol):
     @property
     def stats(self) -> Stats: ...
 
-    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
-        """Politeness: ``seconds`` between two downloads from ``host``; a ``floor`` is never undercut."""
+    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
+        """Politeness: ``seconds`` between two downloads from ``host`` (``None``: every host
+        without its own delay); a ``floor`` is never undercut."""
 
     def stop(self, reason: str) -> None:
         """Stop the crawl gracefully."""

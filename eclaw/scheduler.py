@@ -42,10 +42,11 @@ class Scheduler(Protocol):
 
     def pending(self) -> int: ...
 
-    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
+    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         """Politeness for ``host`` from now on: ``seconds`` between two download starts.
 
-        A ``floor`` (robots.txt ``Crawl-delay``) is a minimum later calls cannot go under.
+        ``host=None`` sets the delay of every host without one of its own. A
+        ``floor`` (robots.txt ``Crawl-delay``) is a minimum later calls cannot go under.
         """
 
     async def close(self) -> None: ...
@@ -86,6 +87,7 @@ class DefaultScheduler:
         self._pending = 0
         self._active = 0
         self._wake: Callable[[], None] = lambda: None
+        self._delay = 0.0  # for hosts without their own (download_delay, or the throttle's start delay)
         self._delays: dict[str, float] = {}  # per-host delays set by throttle / robots Crawl-delay
         self._floors: dict[str, float] = {}
         self._cooling: dict[str, float] = {}  # idle hosts whose delay has not elapsed yet
@@ -97,6 +99,7 @@ class DefaultScheduler:
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
         self._settings = settings
+        self._delay = settings.download_delay
         self._wake = wake
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
         if self._dupefilter is None:
@@ -181,17 +184,16 @@ class DefaultScheduler:
         self._pending -= 1
         self._active += 1
         slot.active += 1
-        delay = (
-            self._delays.get(slot.host, self._settings.download_delay)
-            if self._delays
-            else self._settings.download_delay
-        )
+        delay = self._delays.get(slot.host, self._delay) if self._delays else self._delay
         if delay:
             slot.not_before = asyncio.get_running_loop().time() + delay
         self._offer(slot)
         return request
 
-    def set_delay(self, host: str, seconds: float, *, floor: bool = False) -> None:
+    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
+        if host is None:
+            self._delay = max(seconds, 0.0)
+            return
         if floor:
             self._floors[host] = seconds
         self._delays[host] = max(seconds, self._floors.get(host, 0.0), 0.0)

@@ -15,10 +15,10 @@ from eclaw.middlewares.proxy import Proxy
 from eclaw.middlewares.retry import Retry
 from eclaw.middlewares.robots import Robots
 from eclaw.middlewares.throttle import Throttle
-from eclaw.middlewares.user_agent import UserAgent
+from eclaw.middlewares.user_agent import BROWSERS, UserAgent
 from eclaw.settings import Settings
 
-__all__ = ["DefaultHeaders", "HttpCache", "Proxy", "Retry", "Robots", "Throttle", "UserAgent", "defaults"]
+__all__ = ["BROWSERS", "DefaultHeaders", "HttpCache", "Proxy", "Retry", "Robots", "Throttle", "UserAgent", "defaults"]
 
 
 def defaults(settings: Settings | None = None) -> list[Middleware]:

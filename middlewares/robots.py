@@ -49,6 +49,7 @@ class Robots:
         self._agent = user_agent or "eclaw"
         self._rules: dict[str, asyncio.Future[Protego]] = {}  # origin -> fetch task
         self._crawl: CrawlContext | None = None
+        self._next_start: dict[str, float] = {}  # host -> earliest start allowed by its Crawl-delay
 
     def __repr__(self) -> str:
         return f"Robots(user_agent={self._agent!r})"
@@ -59,6 +60,7 @@ class Robots:
             self.user_agent or getattr(crawl.spider, "user_agent", None) or crawl.settings.user_agent or "eclaw"
         )
         self._rules.clear()
+        self._next_start.clear()
 
     async def close(self) -> None:
         for task in self._rules.values():
@@ -71,7 +73,20 @@ class Robots:
             rules = await self.rules_for(request.url, call_next)
             if not rules.can_fetch(request.url, self._agent):
                 raise IgnoreRequest("robots")
+            delay = rules.crawl_delay(self._agent)
+            if delay:
+                await self._space(request.url, float(delay))
         return await call_next(request)
+
+    async def _space(self, url: str, delay: float) -> None:
+        """Crawl-delay for the requests the scheduler let through before the delay was known
+        (the first burst to a new host); later ones arrive already spaced and pass at once."""
+        host = url_host(url)
+        now = asyncio.get_running_loop().time()
+        start = max(now, self._next_start.get(host, now))
+        self._next_start[host] = start + delay
+        if start > now:
+            await asyncio.sleep(start - now)
 
     async def rules_for(self, url: str, call_next: Fetch) -> Protego:
         """The parsed robots.txt for ``url``'s origin, fetched on first use."""

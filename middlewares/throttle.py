@@ -62,6 +62,7 @@ class Throttle:
         self._crawl = crawl
         self._floor = crawl.settings.download_delay if self.min_delay is None else self.min_delay
         self.delays.clear()
+        crawl.set_delay(None, max(self._floor, self.start_delay))  # hosts not seen yet
 
     async def __call__(self, request: Request, call_next: Fetch) -> Response:
         host = url_host(request.url)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,3 +41,14 @@ def recorder(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
         sink.append(event)
 
     return append
+
+
+def gaps(times: list[float]) -> list[float]:
+    """Differences between successive times."""
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    """The records of a JSON-lines file ([] if it does not exist)."""
+    path = Path(path)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import time
 import gzip
+import time
 import zlib
 from functools import cache
 

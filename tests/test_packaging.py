@@ -41,6 +41,7 @@ def test_public_api_is_pinned() -> None:
 def test_namespaces() -> None:
     assert "RequestGenerated" in eclaw.events.__all__
     assert eclaw.middlewares.__all__ == [
+        "BROWSERS",
         "DefaultHeaders",
         "HttpCache",
         "Proxy",

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +13,7 @@ from eclaw.events import RequestFailed
 from eclaw.middlewares import Retry, UserAgent
 from eclaw.middlewares.retry import retry_after
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted, recorder
+from tests.conftest import assert_accounted, gaps, read_jsonl, recorder
 from tests.sites import FlakySite
 
 
@@ -47,10 +45,6 @@ async def crawl(
     return site, items, stats, failures
 
 
-def gaps(times: list[float]) -> list[float]:
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
-
-
 async def test_503_twice_then_200_with_exponential_backoff() -> None:
     site, items, stats, failures = await crawl(["/fail/a?times=2"])
     assert [i["title"] for i in items] == ["a"]
@@ -58,12 +52,14 @@ async def test_503_twice_then_200_with_exponential_backoff() -> None:
     waits = gaps(site.hits["a"])
     assert waits[0] >= 0.19 and waits[1] >= 0.39  # base 0.2, doubled
     assert stats.retries == 2 and stats.requests_parsed == 1 and stats.requests_failed == 0
-    assert not Path("eclaw-failures.jsonl").exists()
+    assert read_jsonl("eclaw-failures.jsonl") == []
 
 
 async def test_429_retry_after_seconds_date_and_cap() -> None:
     retry = Retry(3, base=0.01, max_retry_after=1.5, rng=MaxJitter())
-    site, items, stats, _ = await crawl(["/limited/s?after=1", "/limited/d?after=date:2", "/limited/c?after=3600"], retry)
+    site, items, _, _ = await crawl(
+        ["/limited/s?after=1", "/limited/d?after=date:2", "/limited/c?after=3600"], retry
+    )
     assert len(items) == 3
     assert 0.95 <= gaps(site.hits["s"])[0] < 1.4
     assert 0.9 <= gaps(site.hits["d"])[0] <= 1.6  # an HTTP date has whole seconds; capped at 1.5
@@ -71,7 +67,7 @@ async def test_429_retry_after_seconds_date_and_cap() -> None:
 
 
 async def test_connection_reset_and_timeout_are_retried() -> None:
-    site, items, stats, failures = await crawl(["/reset/r?times=2", "/stall/t?times=1&s=3"], timeout=0.5)
+    site, items, _, failures = await crawl(["/reset/r?times=2", "/stall/t?times=1&s=3"], timeout=0.5)
     assert sorted(i["title"] for i in items) == ["after reset", "after stall"]
     assert len(site.hits["r"]) == 3 and len(site.hits["t"]) == 2
     reasons = {f.reason for f in failures}
@@ -80,20 +76,20 @@ async def test_connection_reset_and_timeout_are_retried() -> None:
 
 
 async def test_permanent_404_fails_once_and_is_recorded() -> None:
-    site, items, stats, failures = await crawl(["/fail/gone?times=99&status=404"])
+    site, items, _, failures = await crawl(["/fail/gone?times=99&status=404"])
     assert items == [] and len(site.hits["gone"]) == 1
     assert [(f.attempt, f.final, f.reason) for f in failures] == [(1, True, "http 404")]
-    (record,) = [json.loads(line) for line in Path("eclaw-failures.jsonl").read_text().splitlines()]
+    (record,) = read_jsonl("eclaw-failures.jsonl")
     assert record["url"].endswith("/fail/gone?times=99&status=404")
     assert (record["reason"], record["attempts"], record["last_status"]) == ("http 404", 1, 404)
 
 
 async def test_gives_up_after_max_retries_and_records_the_last_attempt() -> None:
-    site, items, stats, failures = await crawl(["/fail/down?times=99"], Retry(2, base=0.01))
+    site, _, stats, failures = await crawl(["/fail/down?times=99"], Retry(2, base=0.01))
     assert len(site.hits["down"]) == 3
     assert [(f.attempt, f.final) for f in failures] == [(1, False), (2, False), (3, True)]
     assert stats.failed_by_reason == {"http 503": 1} and stats.retries == 2
-    (record,) = [json.loads(line) for line in Path("eclaw-failures.jsonl").read_text().splitlines()]
+    (record,) = read_jsonl("eclaw-failures.jsonl")
     assert (record["attempts"], record["last_status"], record["reason"]) == (3, 503, "http 503")
 
 
@@ -122,7 +118,7 @@ async def test_backoff_holds_no_download_slot() -> None:
     # One download at a time: while /limited/wait waits out its 2 s Retry-After,
     # the other pages must still be fetched.
     paths = ["/limited/wait?after=2"] + [f"/ok/{n}" for n in range(5)]
-    site, items, stats, _ = await crawl(paths, concurrency=1, concurrency_per_domain=1)
+    site, items, _, _ = await crawl(paths, concurrency=1, concurrency_per_domain=1)
     first, second = site.hits["wait"]
     others = [site.hits[str(n)][0] for n in range(5)]
     assert all(first < t < second for t in others)
@@ -132,11 +128,16 @@ async def test_backoff_holds_no_download_slot() -> None:
 async def test_stop_during_backoff_counts_the_request_as_pending() -> None:
     site = FlakySite()
     engine = Engine(middlewares=[Retry(3, max_retry_after=30)])
+    waiting = asyncio.Event()
+
+    async def failed(event: RequestFailed) -> None:
+        waiting.set()
+
+    engine.subscribe(RequestFailed, failed)
     async with serve(site.app()) as base, engine:
         crawl = engine.prepare(Pages, start_urls=[base + "/limited/long?after=30"])
         task = asyncio.create_task(engine.run_crawl(crawl))
-        while not crawl.stats.retries:
-            await asyncio.sleep(0.02)
+        await asyncio.wait_for(waiting.wait(), 5)
         engine.stop()
         stats = await asyncio.wait_for(task, 5)
     assert stats.requests_pending == 1 and stats.requests_failed == 0
