@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,14 @@ demo: $(STAMP)
 	$(BIN)/eclaw demo -o demo-items.jsonl
 
 ## test: install, lint, type-check and run the whole test suite
-test: $(STAMP) lint
+test: $(STAMP) test-servers lint
 	$(BIN)/python -m pytest
+
+# Real servers the tests start themselves (a forward proxy), from Debian's packages.
+test-servers:
+	command -v tinyproxy >/dev/null || test -x /usr/bin/tinyproxy || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tinyproxy) || \
+	  (echo "tinyproxy is needed by the proxy tests: apt-get install tinyproxy" && false)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -8,6 +8,7 @@ translated into :mod:`eclaw.exceptions`.
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urljoin
@@ -136,16 +137,19 @@ class HttpDownloader:
         self, request: Request, url: str, method: str, body: bytes
     ) -> tuple[int, CIMultiDictProxy[str], bytes, str | None]:
         assert self._session is not None
-        proxy, proxy_auth = _proxy(request)
+        proxy, proxy_headers = _proxy(request)
+        headers = request.headers
+        if proxy_headers and url.startswith("http:"):  # plain HTTP goes to the proxy as is: no CONNECT
+            headers = {**headers, **proxy_headers}
         try:
             async with self._session.request(
                 method,
                 url,
-                headers=request.headers,
+                headers=headers,
                 data=body or None,
                 allow_redirects=False,
                 proxy=proxy,
-                proxy_auth=proxy_auth,
+                proxy_headers=proxy_headers,
             ) as resp:
                 location = resp.headers.get("Location")
                 if resp.status in _REDIRECTS and location:
@@ -189,8 +193,8 @@ class HttpDownloader:
         return b"".join(chunks)
 
 
-def _proxy(request: Request) -> tuple[str | None, aiohttp.BasicAuth | None]:
-    """The proxy of ``request.meta["proxy"]`` (credentials split off into proxy auth)."""
+def _proxy(request: Request) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy of ``request.meta["proxy"]``, its credentials moved into a ``Proxy-Authorization`` header."""
     meta = request._meta  # not request.meta: that would give every request a dict
     proxy = meta.get("proxy") if meta else None
     if not proxy:
@@ -198,8 +202,8 @@ def _proxy(request: Request) -> tuple[str | None, aiohttp.BasicAuth | None]:
     parsed = URL(proxy)
     if parsed.user is None:
         return proxy, None
-    auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
-    return str(parsed.with_user(None)), auth
+    token = base64.b64encode(f"{parsed.user}:{parsed.password or ''}".encode()).decode("ascii")
+    return str(parsed.with_user(None)), {"Proxy-Authorization": f"Basic {token}"}
 
 
 def _redacted(proxy: str | None) -> str:

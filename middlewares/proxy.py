@@ -105,6 +105,7 @@ class Proxy:
         self._rng = rng or random.Random()
         self._cycle = itertools.cycle(self.proxies)
         self._by_host: dict[str, ProxyState] = {}
+        self._waiting_until = 0.0
         self._crawl: CrawlContext | None = None
 
     @classmethod
@@ -183,7 +184,9 @@ class Proxy:
                     self._crawl.stop("all proxies benched")
                 raise ProxyError(f"all {len(usable)} proxies are benched after repeated failures")
             wake = min(p.benched_until for p in usable)
-            logger.warning("all proxies benched; waiting %.1fs for one to come back", wake - now)
+            if self._waiting_until != wake:  # once per outage, not once per waiting request
+                self._waiting_until = wake
+                logger.warning("all proxies benched; waiting %.1fs for one to come back", wake - now)
             await asyncio.sleep(wake - now)
 
     def _pick(self, url: str, ready: list[ProxyState]) -> ProxyState:
@@ -225,6 +228,7 @@ class Proxy:
             )
 
     def _banned(self, proxy: ProxyState, reason: str) -> ProxyError:
+        self._count(proxy, "banned")
         self._failed(proxy, f"banned: {reason}")
         return ProxyError(f"proxy {proxy.name} looks banned ({reason})")
 

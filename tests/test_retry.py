@@ -57,9 +57,7 @@ async def test_503_twice_then_200_with_exponential_backoff() -> None:
 
 async def test_429_retry_after_seconds_date_and_cap() -> None:
     retry = Retry(3, base=0.01, max_retry_after=1.5, rng=MaxJitter())
-    site, items, _, _ = await crawl(
-        ["/limited/s?after=1", "/limited/d?after=date:2", "/limited/c?after=3600"], retry
-    )
+    site, items, _, _ = await crawl(["/limited/s?after=1", "/limited/d?after=date:2", "/limited/c?after=3600"], retry)
     assert len(items) == 3
     assert 0.95 <= gaps(site.hits["s"])[0] < 1.4
     assert 0.9 <= gaps(site.hits["d"])[0] <= 1.6  # an HTTP date has whole seconds; capped at 1.5

@@ -1,0 +1,56 @@
+"""A real forward proxy (tinyproxy) on 127.0.0.1 for the proxy tests."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _start(workdir: Path, auth: tuple[str, str] | None) -> tuple[subprocess.Popen[bytes], int, Path]:
+    if not Path(TINYPROXY).exists():
+        raise RuntimeError("tinyproxy is not installed (make test installs it: apt-get install tinyproxy)")
+    port = free_port()
+    conf = workdir / f"tinyproxy-{port}.conf"
+    log = workdir / f"tinyproxy-{port}.log"
+    lines = [f"Port {port}", "Listen 127.0.0.1", "Timeout 30", "Allow 127.0.0.1", "MaxClients 200", "LogLevel Info"]
+    if auth:
+        lines.append(f"BasicAuth {auth[0]} {auth[1]}")
+    conf.write_text("\n".join(lines) + "\n")
+    with log.open("w") as sink:
+        process = subprocess.Popen([TINYPROXY, "-d", "-c", str(conf)], stdout=sink, stderr=subprocess.STDOUT)
+    return process, port, log
+
+
+@asynccontextmanager
+async def tinyproxy(workdir: Path, auth: tuple[str, str] | None = None) -> AsyncIterator[tuple[str, Path]]:
+    """Run tinyproxy in the foreground; yields its address (host:port) and its log file."""
+    process, port, log = _start(workdir, auth)
+    try:
+        for _ in range(100):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            break
+        else:
+            raise RuntimeError(f"tinyproxy did not start on port {port}; see {log}")
+        yield f"127.0.0.1:{port}", log
+    finally:
+        process.terminate()
+        process.wait(5)

@@ -1,0 +1,177 @@
+"""Proxy rotation through a real forward proxy (tinyproxy), benching, bans and secrecy of credentials."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from eclaw import ConfigError, Engine, Response, Settings, Spider
+from eclaw.middlewares import Proxy, Retry, UserAgent, defaults
+from eclaw.testing import collect, serve
+from tests.conftest import assert_accounted, read_jsonl
+from tests.proxies import free_port, tinyproxy
+from tests.sites import FlakySite
+
+SECRET = "s3cret-Pa55"
+
+
+class Pages(Spider):
+    name = "pages"
+
+    def parse(self, response: Response) -> Any:
+        yield {"title": response.css("title::text").get()}
+
+
+def assert_no_secret(caplog: pytest.LogCaptureFixture, stats: Any, *files: str) -> None:
+    assert SECRET not in caplog.text
+    assert SECRET not in json.dumps(stats.as_dict(), default=str) and SECRET not in stats.summary()
+    for file in files:
+        assert SECRET not in (Path(file).read_text() if Path(file).exists() else "")
+
+
+async def crawl(proxy: Proxy, base: str, paths: list[str], **settings: Any) -> tuple[list[Any], Any]:
+    engine = Engine(Settings(**settings), middlewares=[Retry(3, base=0.01), UserAgent(), proxy])
+    items, stats = await collect(Pages, engine=engine, start_urls=[base + p for p in paths])
+    assert_accounted(stats)
+    return items, stats
+
+
+async def test_crawl_through_a_real_proxy_with_credentials(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    site = FlakySite()
+    async with tinyproxy(tmp_path, auth=("alice", SECRET)) as (address, log), serve(site.app()) as base:
+        items, stats = await crawl(Proxy([f"http://alice:{SECRET}@{address}"]), base, [f"/ok/{n}" for n in range(5)])
+    assert len(items) == 5
+    assert stats.counters[f"proxy {address} ok"] == 5
+    proxied = log.read_text()
+    assert all(f"GET {base}/ok/{n} " in proxied for n in range(5))  # the proxy really carried them
+    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+
+
+async def test_407_benches_the_proxy_and_wrong_credentials_stay_secret(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    site = FlakySite()
+    async with tinyproxy(tmp_path, auth=("alice", "right")) as (address, _), serve(site.app()) as base:
+        items, stats = await crawl(Proxy([f"http://{address}"], cooldown=0.05), base, ["/ok/a"])
+        assert items == [] and stats.failed_by_reason == {"proxy error": 1}
+        assert stats.counters[f"proxy {address} banned"] == 4  # 407 on each of the 4 attempts
+        assert stats.counters[f"proxy {address} benched"] == 1  # 3 in a row
+        (record,) = read_jsonl("eclaw-failures.jsonl")
+        assert record["reason"] == "proxy error" and record["attempts"] == 4 and "407" in record["error"]
+        # tinyproxy answers wrong credentials with 401 (not 407): ban it like any other status
+        wrong = Proxy([f"http://alice:{SECRET}@{address}"], ban_statuses=(401,), cooldown=0.05)
+        items, stats = await crawl(wrong, base, ["/ok/b"])
+    assert items == [] and stats.counters[f"proxy {address} banned"] == 4
+    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+
+
+async def test_dead_proxy_is_benched_and_the_live_one_takes_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    site = FlakySite()
+    async with tinyproxy(tmp_path) as (address, _), serve(site.app()) as base:
+        proxy = Proxy([f"http://bob:{SECRET}@{dead}", f"http://{address}"], max_failures=2, cooldown=60)
+        items, stats = await crawl(proxy, base, [f"/ok/{n}" for n in range(12)], concurrency=2)
+    assert len(items) == 12 and stats.requests_failed == 0
+    assert stats.counters[f"proxy {dead} benched"] == 1 and stats.counters[f"proxy {dead} failed"] == 2
+    assert stats.counters[f"proxy {address} ok"] == 12
+    assert stats.retries == 2  # the two requests that met the dead proxy went again
+    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+
+
+async def test_all_proxies_benched_can_stop_the_crawl(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    site = FlakySite()
+    async with serve(site.app()) as base:
+        proxy = Proxy([dead], max_failures=1, when_all_benched="fail")
+        items, stats = await crawl(proxy, base, [f"/ok/{n}" for n in range(5)], concurrency=1)
+    assert items == [] and stats.finish_reason == "all proxies benched"
+    assert "ok" not in {k.rsplit(" ", 1)[-1] for k in stats.counters}
+
+
+async def test_ban_pattern_in_body_moves_to_another_proxy(tmp_path: Path) -> None:
+    served: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        served.append(request.path)
+        body = "please solve the CAPTCHA" if len(served) == 1 else "<title>fine</title>"
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    async with tinyproxy(tmp_path) as (address, _), serve(app) as base:
+        port = address.rsplit(":", 1)[1]
+        proxy = Proxy([f"http://127.0.0.1:{port}", f"http://localhost:{port}"], ban_pattern="(?i)captcha")
+        items, stats = await crawl(proxy, base, ["/x"])
+    assert items == [{"title": "fine"}] and len(served) == 2
+    assert stats.counters[f"proxy 127.0.0.1:{port} banned"] == 1
+    assert stats.counters[f"proxy localhost:{port} ok"] == 1
+
+
+async def test_waits_for_a_benched_proxy_to_come_back() -> None:
+    proxy = Proxy(["http://127.0.0.1:1", "http://127.0.0.1:2"], cooldown=0.3)
+    for state in proxy.proxies:
+        state.benched_until = time.monotonic() + 0.3
+    started = time.monotonic()
+    chosen = await asyncio.wait_for(proxy._choose("http://x.test/", "http"), 2)
+    assert time.monotonic() - started >= 0.25 and chosen in proxy.proxies
+
+
+def test_strategies_and_sticky_hosts() -> None:
+    urls = ["http://10.0.0.1:1", "http://10.0.0.2:2", "http://10.0.0.3:3"]
+    rr = Proxy(urls)
+    assert [rr._pick("http://a.test/", rr.proxies).name for _ in range(4)] == [
+        "10.0.0.1:1",
+        "10.0.0.2:2",
+        "10.0.0.3:3",
+        "10.0.0.1:1",
+    ]
+    rnd = Proxy(urls, strategy="random", rng=random.Random(1))
+    assert len({rnd._pick("http://a.test/", rnd.proxies).name for _ in range(50)}) == 3
+    lrf = Proxy(urls, strategy="least-recently-failed")
+    lrf.proxies[0].last_failure, lrf.proxies[1].last_failure = 5.0, 1.0
+    lrf.proxies[2].last_failure = 9.0
+    assert lrf._pick("http://a.test/", lrf.proxies).name == "10.0.0.2:2"
+    sticky = Proxy(urls, sticky=True)
+    first = sticky._pick("http://a.test/1", sticky.proxies)
+    assert all(sticky._pick(f"http://a.test/{n}", sticky.proxies) is first for n in range(5))
+    assert sticky._pick("http://b.test/", sticky.proxies) is not first
+    assert sticky._pick("http://a.test/", [p for p in sticky.proxies if p is not first]) is not first  # benched
+
+
+def test_proxy_sources_and_errors(tmp_path: Path) -> None:
+    env = {"HTTP_PROXY": "http://u:p@10.0.0.1:3128", "https_proxy": "http://10.0.0.2:3128", "NO_PROXY": "internal.test"}
+    proxy = Proxy.from_env(env)
+    assert [(p.name, sorted(p.schemes)) for p in proxy.proxies] == [
+        ("10.0.0.1:3128", ["http"]),
+        ("10.0.0.2:3128", ["https"]),
+    ]
+    assert proxy._bypass("http://api.internal.test/x") and not proxy._bypass("http://other.test/")
+    with pytest.raises(ConfigError, match="neither HTTP_PROXY nor HTTPS_PROXY"):
+        Proxy.from_env({})
+    listing = tmp_path / "proxies.txt"
+    listing.write_text("# pool\nhttp://10.0.0.1:8080\n\nhttps://user:pw@10.0.0.2:8443\n")
+    assert [p.name for p in Proxy.from_setting(f"@{listing}").proxies] == ["10.0.0.1:8080", "10.0.0.2:8443"]
+    assert len(Proxy.from_setting("http://a.test:1, http://b.test:2").proxies) == 2
+    with pytest.raises(ConfigError, match="socks5 proxies are not supported") as error:
+        Proxy([f"socks5://u:{SECRET}@10.0.0.1:1080"])
+    assert SECRET not in str(error.value)
+    with pytest.raises(ConfigError, match="cannot read proxy list"):
+        Proxy(tmp_path / "missing.txt")
+    with pytest.raises(ConfigError, match="unknown strategy"):
+        Proxy(["http://a.test:1"], strategy="fastest")  # type: ignore[arg-type]
+    assert any(isinstance(m, Proxy) for m in defaults(Settings(proxies="http://a.test:1")))
+    with pytest.raises(ConfigError, match="middleware settings: bad proxy"):
+        Engine(Settings(proxies="ftp://a.test")).prepare(Pages)
