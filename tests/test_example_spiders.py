@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import filecmp
+import hashlib
+import hmac
 import importlib.util
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from aiohttp import web
 
@@ -62,3 +65,33 @@ async def test_shop_example_from_its_file(demo_url: str) -> None:
     items, stats = await collect(spider_cls, base_url=demo_url)
     assert len(items) == 500
     assert_accounted(stats)
+
+
+async def test_signed_spider_writes_its_own_middlewares() -> None:
+    from eclaw.demo.site import expected_products, make_app
+
+    module = load(ROOT / "spiders" / "signed.py")
+    key = "k3y"
+    fetched: list[str] = []
+
+    @web.middleware
+    async def check_signature(request: web.Request, handler: Any) -> web.StreamResponse:
+        fetched.append(request.path)
+        wanted = hmac.new(key.encode(), request.path_qs.encode(), hashlib.sha256).hexdigest()
+        if request.headers.get("X-Signature") != wanted:
+            return web.Response(status=403, text="bad signature")
+        return await handler(request)
+
+    app = make_app()
+    app.middlewares.append(check_signature)
+    async with serve(app) as base:
+        items, stats = await collect(module.SignedShopSpider, base_url=base, key=key)
+        unsigned, unsigned_stats = await collect(module.SignedShopSpider, base_url=base, key="wrong")
+    known = {p["sku"] for p in expected_products()}
+    assert len(items) > 300 and {i["sku"] for i in items} <= known
+    assert stats.status_counts.keys() == {200}  # every request was signed correctly
+    assert not [path for path in fetched if path.startswith(("/category/books", "/category/music"))]
+    assert stats.dropped_by_reason["blocked"] >= 2
+    assert unsigned == [] and unsigned_stats.failed_by_reason == {"http 403": 1}  # the home page
+    assert_accounted(stats)
+    assert_accounted(unsigned_stats)

@@ -34,20 +34,23 @@ async def test_ten_line_spider() -> None:
 
 
 async def test_middleware_example(demo_url: str) -> None:
-    namespace: dict[str, Any] = {"IgnoreRequest": IgnoreRequest}
-    exec(compile(block("async def no_admin").split("```")[0], "README.md", "exec"), namespace)
+    from eclaw.demo.shop import ShopSpider
+
+    namespace: dict[str, Any] = {"ShopSpider": ShopSpider}
+    exec(compile(block("class SignRequests"), "README.md", "exec"), namespace)
 
     class Admin(Spider):
         name = "admin"
+        middlewares = namespace["SignedShopSpider"].middlewares
 
         async def start_requests(self) -> Any:
             yield Request(demo_url + "/about")
             yield Request(demo_url + "/admin/panel")
 
         def parse(self, response: Response) -> Any:
-            yield {"seen_by": response.meta["seen_by"]}
+            yield {"seen_by": response.meta["seen_by"], "signed": len(response.request.headers["X-Signature"])}
 
-    engine = Engine(middlewares=[*defaults(), namespace["no_admin"]])
+    engine = Engine(middlewares=[*defaults(), namespace["block_admin"]])
     items, stats = await collect(Admin, engine=engine)
-    assert items == [{"seen_by": "no_admin"}]
-    assert stats.dropped_by_reason == {"admin area": 1}
+    assert items == [{"seen_by": "block_admin", "signed": 64}]
+    assert stats.dropped_by_reason == {"blocked": 1}
