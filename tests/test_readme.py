@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from eclaw import Engine, IgnoreRequest, Request, Response, Spider
+from eclaw import Engine, Request, Response, Spider
 from eclaw.middlewares import defaults
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
