@@ -71,6 +71,7 @@ class HttpDownloader:
             limit=settings.concurrency,
             limit_per_host=settings.concurrency_per_domain,
             ttl_dns_cache=300,
+            ssl=settings.verify_tls,
         )
         jar: aiohttp.abc.AbstractCookieJar = (
             aiohttp.CookieJar(unsafe=True) if settings.cookies else aiohttp.DummyCookieJar()

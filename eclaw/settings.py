@@ -41,6 +41,7 @@ class Settings:
         user_agent: the ``User-Agent`` of every request that does not set one;
             empty means the ``UserAgent`` middleware's realistic browser UA.
         cookies: keep a cookie jar per crawl.
+        verify_tls: check TLS certificates (off for sites with self-signed ones).
         dupefilter: ``"bloom"`` (bounded memory) or ``"set"`` (exact, small crawls).
         dupefilter_capacity: URLs the Bloom filter is sized for; it grows past it.
         dupefilter_error_rate: Bloom filter false-positive rate.
@@ -69,6 +70,7 @@ class Settings:
     max_url_length: int = 2083
     user_agent: str = ""
     cookies: bool = True
+    verify_tls: bool = True
     dupefilter: Literal["bloom", "set"] = "bloom"
     dupefilter_capacity: int = 1_000_000
     dupefilter_error_rate: float = 0.001

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
+import ssl
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,3 +55,17 @@ async def tinyproxy(workdir: Path, auth: tuple[str, str] | None = None) -> Async
     finally:
         process.terminate()
         process.wait(5)
+
+
+def self_signed(workdir: Path) -> ssl.SSLContext:
+    """A server TLS context for 127.0.0.1 with a throwaway self-signed certificate (made by openssl)."""
+    cert, key = workdir / "cert.pem", workdir / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context

@@ -17,7 +17,7 @@ from eclaw import ConfigError, Engine, Response, Settings, Spider
 from eclaw.middlewares import Proxy, Retry, UserAgent, defaults
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_jsonl
-from tests.proxies import free_port, tinyproxy
+from tests.proxies import free_port, self_signed, tinyproxy
 from tests.sites import FlakySite
 
 SECRET = "s3cret-Pa55"
@@ -53,6 +53,24 @@ async def test_crawl_through_a_real_proxy_with_credentials(tmp_path: Path, caplo
     assert stats.counters[f"proxy {address} ok"] == 5
     proxied = log.read_text()
     assert all(f"GET {base}/ok/{n} " in proxied for n in range(5))  # the proxy really carried them
+    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+
+
+async def test_https_target_through_the_proxy_tunnel(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    site = FlakySite()
+    runner = web.AppRunner(site.app())
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=self_signed(tmp_path)).start()
+    try:
+        async with tinyproxy(tmp_path, auth=("alice", SECRET)) as (address, log):
+            proxy = Proxy([f"http://alice:{SECRET}@{address}"])
+            items, stats = await crawl(proxy, f"https://127.0.0.1:{port}", ["/ok/t1", "/ok/t2"], verify_tls=False)
+    finally:
+        await runner.cleanup()
+    assert len(items) == 2 and stats.counters[f"proxy {address} ok"] == 2
+    assert f"CONNECT 127.0.0.1:{port}" in log.read_text()  # tunnelled, authenticated with the credentials
     assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
 
 
