@@ -61,8 +61,10 @@ def self_signed(workdir: Path) -> ssl.SSLContext:
     """A server TLS context for 127.0.0.1 with a throwaway self-signed certificate (made by openssl)."""
     cert, key = workdir / "cert.pem", workdir / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
-        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)),
+        ],
         check=True,
         capture_output=True,
     )
