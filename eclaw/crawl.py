@@ -6,12 +6,12 @@ Internal; users drive crawls through :class:`eclaw.Engine`.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+from eclaw.components import Components, iterate, uninterruptible
 from eclaw.dispatch import EventBus, Handler
 from eclaw.downloader import Downloader
 from eclaw.events import (
@@ -76,6 +76,7 @@ class Crawl:
         self.parser = parser
         self.pipelines = pipelines
         self.middlewares = middlewares
+        self._components = Components(scheduler, downloader, middlewares, pipelines)
         self._fetch = chain(middlewares, self._fetch_checked)
         self._dead_letter = DeadLetter(settings.dead_letter)
         self._failures = FailureLog(settings.failures)
@@ -144,9 +145,8 @@ class Crawl:
     # -- main loop ------------------------------------------------------------------
 
     async def run(self) -> Stats:
-        opened: list[Any] = []
         try:
-            await self._open(opened)
+            await self._components.open(self, self._wakeup.set)
             self.emit(SpiderOpened(spider=self.spider))
             self._spawn(self._feed_start_requests())
             pipeline_task = asyncio.create_task(self._items.run())
@@ -158,24 +158,10 @@ class Crawl:
             self.stats.finish_reason = "cancelled"
             raise
         finally:
-            await _uninterruptible(self._close(opened))
+            await uninterruptible(self._close())
         if self._start_error is not None:
             raise self._start_error
         return self.stats
-
-    async def _open(self, opened: list[Any]) -> None:
-        await self.scheduler.open(self.spider, self.settings, self._wakeup.set)
-        opened.append(self.scheduler)
-        await self.downloader.open(self.spider, self.settings)
-        opened.append(self.downloader)
-        for middleware in self.middlewares:
-            if hasattr(middleware, "open"):
-                await middleware.open(self)
-            if hasattr(middleware, "close"):
-                opened.append(middleware)
-        for pipeline in self.pipelines:
-            await pipeline.open(self.spider)
-            opened.append(pipeline)
 
     async def _loop(self) -> None:
         while True:
@@ -238,7 +224,7 @@ class Crawl:
         try:
             produced = self.spider.start_requests()
             high_water = max(1000, self.settings.concurrency * 8)
-            async for request in _iterate(produced):
+            async for request in iterate(produced):
                 if self._stopping:
                     break
                 if not isinstance(request, Request):
@@ -465,7 +451,7 @@ class Crawl:
 
     # -- shutdown -------------------------------------------------------------------
 
-    async def _close(self, opened: list[Any]) -> None:
+    async def _close(self) -> None:
         if self._stop_deadline is not None:
             self._stop_deadline.cancel()
         tasks = [*self._tasks, *self._downloads]
@@ -474,48 +460,9 @@ class Crawl:
         if tasks:
             await asyncio.wait(tasks)
         self.stats.requests_pending += self.scheduler.pending() + self._retrying.cancel_all()
-        for component in reversed(opened):
-            try:
-                if component is self.scheduler:
-                    await self.scheduler.close()
-                elif component is self.downloader:
-                    await self.downloader.close()
-                elif component in self.middlewares:
-                    await component.close()
-                else:
-                    await component.close(self.spider)
-            except Exception as exc:
-                logger.error("error closing %r: %s", component, exc, exc_info=exc)
+        await self._components.close()
         self._dead_letter.close()
         self._failures.close()
         self.stats.finished_at = time.time()
         if self.stats.finish_reason != "cancelled":
             await self.bus.notify(SpiderClosed(spider=self.spider, stats=self.stats))
-
-
-async def _uninterruptible(coro: Any) -> None:
-    """Run cleanup to its end even if the caller is cancelled again meanwhile;
-    re-raise the cancellation afterwards."""
-    task = asyncio.ensure_future(coro)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True
-    task.result()
-    if cancelled:
-        raise asyncio.CancelledError
-
-
-async def _iterate(produced: Any) -> AsyncIterator[Any]:
-    if inspect.isawaitable(produced):
-        produced = await produced
-    if hasattr(produced, "__aiter__"):
-        async for value in produced:
-            yield value
-    elif isinstance(produced, Iterable):
-        for value in produced:
-            yield value
-    elif produced is not None:
-        raise ConfigError(f"start_requests() returned {type(produced).__name__}, not requests")
