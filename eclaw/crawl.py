@@ -40,8 +40,9 @@ from eclaw.exceptions import (
 )
 from eclaw.failures import FailureLog, RetryQueue, attempts_of
 from eclaw.http import Request, Response
+from eclaw.items import is_item
 from eclaw.middleware import Middleware, chain
-from eclaw.parser import Parser, is_item
+from eclaw.parser import Parser
 from eclaw.pipeline import DeadLetter, ItemPipeline, PipelineRunner
 from eclaw.scheduler import Scheduler
 from eclaw.settings import Settings

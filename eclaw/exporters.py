@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from eclaw.exceptions import ConfigError
-from eclaw.pipeline import ItemPipeline, item_to_dict
+from eclaw.items import item_to_dict
+from eclaw.pipeline import ItemPipeline
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.http import Request, Response
+from eclaw.items import is_item
 
 if TYPE_CHECKING:
     from eclaw.events import RequestFailed
     from eclaw.spider import Spider
 
-__all__ = ["CallbackParser", "Parser", "is_item"]
+__all__ = ["CallbackParser", "Parser"]
 
 
 @runtime_checkable
@@ -45,11 +45,6 @@ class CallbackParser:
         if errback is None:
             return ()
         return _outputs(errback(failure))
-
-
-def is_item(value: object) -> bool:
-    """True for what a callback may yield as an item: a mapping or a dataclass instance."""
-    return isinstance(value, Mapping) or (dataclasses.is_dataclass(value) and not isinstance(value, type))
 
 
 def _outputs(result: Any) -> AsyncIterator[object] | Iterable[object]:

@@ -4,7 +4,6 @@ dead-letter file for items none could store."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections import deque
@@ -14,11 +13,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from eclaw.events import Event, ItemDropped, ItemParsed, ItemStored
 from eclaw.exceptions import DropItem
 from eclaw.failures import JsonLines
+from eclaw.items import item_to_dict, validate
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider
 
-__all__ = ["DeadLetter", "FunctionPipeline", "ItemPipeline", "PipelineRunner", "as_pipeline", "item_to_dict"]
+__all__ = ["DeadLetter", "FunctionPipeline", "ItemPipeline", "PipelineRunner", "as_pipeline"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +69,6 @@ def as_pipeline(obj: Any) -> ItemPipeline:
         f"{obj!r} is not a pipeline: give an object with async open/process_item/close "
         "or an async function (item, spider) -> item"
     )
-
-
-def item_to_dict(item: Any) -> dict[str, Any]:
-    """A plain dict of an item (dict or dataclass instance)."""
-    if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        return dataclasses.asdict(item)
-    return dict(item)
 
 
 class DeadLetter(JsonLines):
@@ -137,6 +130,11 @@ class PipelineRunner:
 
     async def _process(self, event: ItemParsed) -> Event:
         item, stage = event.item, "pipeline"
+        problem = validate(item)
+        if problem is not None:
+            url = event.response.url if event.response is not None else None
+            self._dead_letter.record(item, error=ValueError(problem), stage="validation", url=url)
+            return ItemDropped(item=item, response=event.response, reason=f"invalid: {problem}")
         try:
             for pipeline in self.pipelines:
                 stage = repr(pipeline)
