@@ -42,9 +42,14 @@ def run(spider: type[Spider], *, outputs: Iterable[str | Path] = (), **overrides
 
     Settings come from the defaults, ``ECLAW_*`` environment variables, the
     spider's ``custom_settings`` and then ``overrides`` (``concurrency=32``).
+    Items go to ``outputs``, or to the SQLite store when there are none; the
+    run is recorded in the store either way (``store=""`` turns that off).
     Not for use inside a running event loop: there, use :class:`Engine`.
     """
-    engine = Engine(Settings.from_env(), overrides=overrides, outputs=outputs)
+    settings = Settings.from_env()
+    store = settings.replace(overrides).store
+    outputs = list(outputs) or ([store] if store else [])
+    engine = Engine(settings, overrides=overrides, outputs=outputs, store=store or None)
 
     async def main() -> Stats:
         async with engine:

@@ -7,15 +7,18 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from eclaw.engine import Engine
 from eclaw.exceptions import EclawError
+from eclaw.exporters import resolve_path
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider, load_spiders
 from eclaw.stats import Stats
+from eclaw.store import list_runs
 
 __all__ = ["main"]
 
@@ -38,7 +41,13 @@ def _parser() -> argparse.ArgumentParser:
 
     crawl = sub.add_parser("crawl", help="run a spider from a Python file")
     crawl.add_argument("spider", help="PATH.py or PATH.py:SpiderClass")
-    crawl.add_argument("-o", "--output", action="append", default=[], help="write items to FILE (.jsonl, .csv)")
+    crawl.add_argument(
+        "-o",
+        "--output",
+        action="append",
+        default=[],
+        help="write items to FILE (.jsonl .json .csv .parquet .sqlite); default: the SQLite store",
+    )
     crawl.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
     crawl.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
     crawl.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
@@ -51,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
     demo.add_argument("-o", "--output", default="demo-items.jsonl")
+
+    runs = sub.add_parser("runs", help="list past crawls recorded in the store")
+    runs.add_argument("store", nargs="?", default=None, help="a store file or a spider name (default: all stores)")
 
     sub.add_parser("version", help="print the version")
     return parser
@@ -80,6 +92,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"{cls.name or '(no name)'}\t{args.path}:{cls.__name__}")
         return 0
     settings = Settings.from_env()
+    if args.command == "runs":
+        return _runs(args.store, settings)
     if args.command == "demo":
         _setup_logging(settings.log_level)
         return asyncio.run(_demo(args, settings))
@@ -88,11 +102,45 @@ def _dispatch(args: argparse.Namespace) -> int:
     spider_cls = load_spider(args.spider)
     level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
     _setup_logging(str(level))
-    engine = Engine(settings, overrides=overrides, outputs=args.output)
+    effective = settings.replace(overrides)
+    outputs = args.output or ([effective.store] if effective.store else [])
+    engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
     stats = asyncio.run(_crawl(engine, spider_cls, _pairs(args.arg, "-a")))
     print(stats.summary())
-    if args.output:
-        print(f"items written to {', '.join(args.output)}")
+    if outputs:
+        written = [
+            str(resolve_path(o, spider_cls.name, effective.run_key)).replace("%(batch)05d", "*") for o in outputs
+        ]
+        print(f"items written to {', '.join(written)}")
+    return 0
+
+
+def _runs(target: str | None, settings: Settings) -> int:
+    """``eclaw runs``: the runs recorded in one store, or in every store of the default directory."""
+    if target is None:
+        folder = resolve_path(settings.store or "eclaw-data/{spider}.sqlite", "x", settings.run_key).parent
+        files = sorted(folder.glob("*.sqlite"))
+    elif target.endswith((".sqlite", ".sqlite3", ".db")):
+        files = [Path(target)]
+    else:
+        files = [resolve_path(settings.store, target, settings.run_key)]
+    missing = [f for f in files if not f.exists()]
+    if missing or not files:
+        raise EclawError(f"no store at {missing[0] if missing else (target or 'eclaw-data/')}: nothing crawled yet?")
+    print(
+        f"{'id':>4}  {'spider':<16} {'run key':<12} {'started (UTC)':<19} {'secs':>7} {'finish':<10} "
+        f"{'requests':>8} {'items':>6} {'failed':>6} warnings"
+    )
+    for file in files:
+        for run in list_runs(file):
+            stats = run["stats"]
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(run["started_at"]))
+            took = f"{run['finished_at'] - run['started_at']:.1f}" if run["finished_at"] else "-"
+            print(
+                f"{run['id']:>4}  {run['spider']:<16} {run['run_key']:<12} {started:<19} {took:>7} "
+                f"{run['finish_reason'] or 'running?':<10} {stats.get('requests_generated', 0):>8} "
+                f"{stats.get('items_stored', 0):>6} {stats.get('requests_failed', 0):>6} {len(run['warnings'])}"
+            )
     return 0
 
 

@@ -52,6 +52,8 @@ class Components:
             if hasattr(middleware, "close"):
                 self._closers.append((middleware, middleware.close))
         for pipeline in self.pipelines:
+            if hasattr(pipeline, "attach"):  # sinks that count into the stats
+                pipeline.attach(crawl)
             await pipeline.open(spider)
             self._closers.append((pipeline, functools.partial(pipeline.close, spider)))
 

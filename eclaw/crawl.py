@@ -44,6 +44,7 @@ from eclaw.items import is_item
 from eclaw.middleware import Middleware, chain
 from eclaw.parser import Parser
 from eclaw.pipeline import DeadLetter, ItemPipeline, PipelineRunner
+from eclaw.quality import RunRecorder
 from eclaw.scheduler import Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
@@ -68,8 +69,10 @@ class Crawl:
         middlewares: list[Middleware],
         pipelines: list[ItemPipeline],
         handlers: Callable[[type[Event]], tuple[Handler, ...]],
+        runs: RunRecorder | None = None,
     ) -> None:
         self.spider = spider
+        self._runs = runs
         self.settings = settings
         self.stats = Stats(spider=spider.name)
         self.scheduler = scheduler
@@ -147,6 +150,8 @@ class Crawl:
 
     async def run(self) -> Stats:
         try:
+            if self._runs is not None:
+                await self._runs.start(self.spider, self.settings)
             await self._components.open(self, self._wakeup.set)
             self.emit(SpiderOpened(spider=self.spider))
             self._spawn(self._feed_start_requests())
@@ -448,6 +453,8 @@ class Crawl:
 
     def _accept_item(self, event: ItemParsed) -> None:
         self.stats.items_parsed += 1
+        if self._runs is not None:
+            self._runs.observe(event.item)
         self._items.submit(event)
 
     # -- shutdown -------------------------------------------------------------------
@@ -465,5 +472,10 @@ class Crawl:
         self._dead_letter.close()
         self._failures.close()
         self.stats.finished_at = time.time()
+        if self._runs is not None and self._runs.log.run_id is not None:
+            try:
+                await self._runs.finish(self.stats)
+            except Exception as exc:  # the crawl's data is safe; only its run record is missing
+                logger.error("could not record the run in %s: %s", self._runs.log.path, exc)
         if self.stats.finish_reason != "cancelled":
             await self.bus.notify(SpiderClosed(spider=self.spider, stats=self.stats))

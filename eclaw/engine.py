@@ -19,10 +19,12 @@ from eclaw.middleware import Middleware
 from eclaw.middlewares import defaults
 from eclaw.parser import CallbackParser, Parser
 from eclaw.pipeline import as_pipeline
+from eclaw.quality import RunRecorder
 from eclaw.scheduler import DefaultScheduler, Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
+from eclaw.store import RunLog
 
 __all__ = ["Engine", "ItemStream"]
 
@@ -43,8 +45,12 @@ class Engine:
         middlewares: download middlewares, outermost first; ``None`` means
             :func:`eclaw.middlewares.defaults` for each crawl's settings.
         pipelines: item pipelines (objects or async functions), in order.
-        outputs: feed files (``.jsonl``, ``.csv``) or pipelines, run after
-            ``pipelines``; a fresh exporter per crawl.
+        outputs: output files (``.jsonl``, ``.json``, ``.csv``, ``.parquet``,
+            ``.sqlite``) or pipelines, run after ``pipelines``; a fresh exporter
+            per crawl, its path's placeholders filled from the spider and settings.
+        store: a SQLite store path (``{spider}`` filled in) where each crawl records
+            a run row with its data-quality profile and warnings (``eclaw runs``
+            lists them); ``None`` records nothing.
         scheduler: factory of a :class:`~eclaw.scheduler.Scheduler` per crawl.
         downloader: factory of a :class:`~eclaw.downloader.Downloader` per crawl.
         parser: the :class:`~eclaw.parser.Parser`.
@@ -63,6 +69,7 @@ class Engine:
         middlewares: Iterable[Middleware] | None = None,
         pipelines: Iterable[Any] = (),
         outputs: Iterable[str | Path] = (),
+        store: str | Path | None = None,
         scheduler: Callable[[], Scheduler] = DefaultScheduler,
         downloader: Callable[[], Downloader] = HttpDownloader,
         parser: Parser | None = None,
@@ -76,8 +83,11 @@ class Engine:
                 raise ConfigError(f"middleware {middleware!r} is not callable (expected mw(request, call_next))")
         self._pipelines = [as_pipeline(p) for p in pipelines]
         self._outputs = list(outputs)
+        self._store = store
+        effective = self.settings.replace(self._overrides)
         for output in self._outputs:
-            exporter_for(output)  # fail now on a bad path or format
+            if isinstance(output, str | Path):
+                exporter_for(output, **_output_options(effective))  # fail now on a bad path or format
         self._make_scheduler = scheduler
         self._make_downloader = downloader
         self._parser = parser if parser is not None else CallbackParser()
@@ -164,7 +174,10 @@ class Engine:
         except ConfigError as exc:
             raise ConfigError(f"spider {instance.name!r}: {exc}") from None
         pipelines = [as_pipeline(p) for p in instance.pipelines] + self._pipelines
-        pipelines += [exporter_for(o) if isinstance(o, str | Path) else as_pipeline(o) for o in self._outputs]
+        options = _output_options(settings)
+        pipelines += [
+            exporter_for(o, **options) if isinstance(o, str | Path) else as_pipeline(o) for o in self._outputs
+        ]
         return Crawl(
             instance,
             settings,
@@ -174,6 +187,7 @@ class Engine:
             middlewares=[*self._middlewares_for(settings), *instance.middlewares],
             pipelines=pipelines,
             handlers=self._handlers_for,
+            runs=RunRecorder(RunLog(self._store)) if self._store else None,
         )
 
     def _middlewares_for(self, settings: Settings) -> list[Middleware]:
@@ -218,6 +232,16 @@ class Engine:
         early stops the crawl.
         """
         return ItemStream(self, spider, buffer, spider_args)
+
+
+def _output_options(settings: Settings) -> dict[str, Any]:
+    return {
+        "run_key": settings.run_key,
+        "batch_items": settings.output_batch_items,
+        "batch_bytes": settings.output_batch_bytes,
+        "partition_by": tuple(f.strip() for f in settings.output_partition_by.split(",") if f.strip()),
+        "dead_letter": settings.dead_letter,
+    }
 
 
 class ItemStream:

@@ -1,32 +1,74 @@
-"""Feed exporters: pipelines that write items to JSONL or CSV files."""
+"""Feed exporters: pipelines that write items to JSONL, JSON, CSV (and, in
+:mod:`eclaw.parquet` / :mod:`eclaw.store`, Parquet and SQLite) files.
+
+Output paths may hold placeholders, filled when a crawl starts: ``{spider}``,
+``{run_key}``, ``{date}`` (UTC, YYYY-MM-DD), and ``%(batch)05d`` for rotated
+files (a new file every ``batch_items`` items or ``batch_bytes`` bytes).
+File exporters write each item through to disk; a write that fails (disk full,
+file gone) is undone and raises, so the item is dead-lettered, never half-written.
+"""
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
+import io
 import json
+import os
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_to_dict
-from eclaw.pipeline import ItemPipeline
 
 if TYPE_CHECKING:
+    from eclaw.pipeline import ItemPipeline
     from eclaw.spider import Spider
 
-__all__ = ["CsvExporter", "JsonLinesExporter", "exporter_for"]
+__all__ = ["CsvExporter", "JsonExporter", "JsonLinesExporter", "OutputOptions", "exporter_for", "resolve_path"]
+
+OutputOptions = dict[str, Any]  # run_key, batch_items, batch_bytes, dead_letter, item_key
 
 
-class _FileExporter:
-    """Writes to ``path`` incrementally; the file is flushed and closed on ``close``."""
+def resolve_path(template: str | Path, spider: str, run_key: str, batch: int | None = None) -> Path:
+    """``template`` with its placeholders filled."""
+    text = str(template)
+    try:
+        text = text.format(spider=spider, run_key=run_key, date=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"))
+        if batch is not None:
+            text = text % {"batch": batch}
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"bad output path {template}: placeholder {exc} (use {{spider}}, {{run_key}}, {{date}}, %(batch)05d)"
+        ) from None
+    return Path(text)
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.count = 0
-        self._file: IO[str] | None = None
+
+class FileExporter:
+    """Base of the file exporters: placeholders, rotation, write-through with undo on failure."""
+
+    def __init__(
+        self, path: str | Path, *, run_key: str = "default", batch_items: int = 0, batch_bytes: int = 0
+    ) -> None:
+        self.template = str(path)
+        self.run_key = run_key
+        self.rotating = "%(batch)" in self.template
+        self.batch_items = batch_items
+        self.batch_bytes = batch_bytes
+        if self.rotating and not (batch_items or batch_bytes):
+            raise ConfigError(f"{path}: %(batch)d in an output path needs output_batch_items or output_batch_bytes")
+        if (batch_items or batch_bytes) and not self.rotating:
+            raise ConfigError(f"{path}: rotating outputs need %(batch)05d in the path")
+        self.count = 0  # items written, all files
+        self.paths: list[Path] = []
+        self.path = resolve_path(path, "spider", run_key, 1 if self.rotating else None)
+        self._spider = "spider"
+        self._fd: int | None = None
+        self._size = 0  # bytes in the current file
+        self._in_file = 0  # items in the current file
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self.path)!r})"
+        return f"{type(self).__name__}({self.template!r})"
 
     def check(self) -> None:
         """Fail early, before any download, if the file cannot be written."""
@@ -37,49 +79,119 @@ class _FileExporter:
             raise ConfigError(f"output path is a directory: {self.path}")
 
     async def open(self, spider: Spider) -> None:
+        self._spider = spider.name
+        self._open_file(1)
+
+    def _open_file(self, batch: int) -> None:
+        self.path = resolve_path(self.template, self._spider, self.run_key, batch if self.rotating else None)
         self.check()
-        self._file = self.path.open("w", encoding="utf-8", newline="")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.paths.append(self.path)
+        self._size = self._in_file = 0
+        self._write(self.header())
+
+    async def process_item(self, item: Any, spider: Spider) -> Any:
+        if (
+            self.rotating
+            and self._in_file
+            and (
+                (self.batch_items and self._in_file >= self.batch_items)
+                or (self.batch_bytes and self._size >= self.batch_bytes)
+            )
+        ):
+            self._close_file()
+            self._open_file(len(self.paths) + 1)
+        self._write(self.encode(item_to_dict(item)))
+        self._in_file += 1
+        self.count += 1
+        return item
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None, "exporter not open"
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError:
+            try:
+                os.ftruncate(self._fd, self._size)  # undo the partial item
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            except OSError:
+                pass
+            raise
+        self._size += len(data)
+
+    def _close_file(self) -> None:
+        if self._fd is not None:
+            try:
+                self._write(self.footer())
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
     async def close(self, spider: Spider) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._close_file()
+
+    def header(self) -> bytes:
+        return b""
+
+    def footer(self) -> bytes:
+        return b""
+
+    def encode(self, row: dict[str, Any]) -> bytes:
+        raise NotImplementedError  # abstract: every exporter defines its format
 
 
-class JsonLinesExporter(_FileExporter):
+class JsonLinesExporter(FileExporter):
     """One JSON object per line (``.jsonl``, ``.jl``, ``.ndjson``)."""
 
-    async def process_item(self, item: Any, spider: Spider) -> Any:
-        assert self._file is not None, "exporter not open"
-        self._file.write(json.dumps(item_to_dict(item), ensure_ascii=False, default=str) + "\n")
-        self.count += 1
-        return item
+    def encode(self, row: dict[str, Any]) -> bytes:
+        return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
 
 
-class CsvExporter(_FileExporter):
+class JsonExporter(FileExporter):
+    """A JSON array of objects (``.json``), valid once closed."""
+
+    def header(self) -> bytes:
+        return b"["
+
+    def encode(self, row: dict[str, Any]) -> bytes:
+        prefix = "\n" if self._in_file == 0 else ",\n"
+        return (prefix + json.dumps(row, ensure_ascii=False, default=str)).encode()
+
+    def footer(self) -> bytes:
+        return b"\n]\n"
+
+
+class CsvExporter(FileExporter):
     """CSV with a header row. Columns: ``fields`` if given, else the first
-    item's keys in order; nested values are JSON-encoded. An item with a key
-    outside the columns is refused (and so dead-lettered), never truncated.
+    item's keys in order (a dataclass's field order); nested values are
+    JSON-encoded; missing values are empty. An item with a key outside the
+    columns is refused (and so dead-lettered), never truncated.
     """
 
-    def __init__(self, path: str | Path, fields: list[str] | None = None) -> None:
-        super().__init__(path)
+    def __init__(self, path: str | Path, fields: list[str] | None = None, **options: Any) -> None:
+        super().__init__(path, **options)
         self.fields = fields
-        self._writer: Any = None
+        self._wrote_header = False
 
-    async def process_item(self, item: Any, spider: Spider) -> Any:
-        assert self._file is not None, "exporter not open"
-        row = item_to_dict(item)
-        if self._writer is None:
-            self.fields = self.fields or list(row)
-            self._writer = csv.DictWriter(self._file, fieldnames=self.fields)
-            self._writer.writeheader()
-        extra = [key for key in row if key not in self.fields]  # type: ignore[operator]
+    def _open_file(self, batch: int) -> None:
+        super()._open_file(batch)
+        self._wrote_header = False
+
+    def encode(self, row: dict[str, Any]) -> bytes:
+        if self.fields is None:
+            self.fields = list(row)
+        extra = [key for key in row if key not in self.fields]
         if extra:
             raise ValueError(f"item has fields not in the CSV columns: {', '.join(extra)}")
-        self._writer.writerow({k: _cell(v) for k, v in row.items()})
-        self.count += 1
-        return item
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=self.fields)
+        if not self._wrote_header:
+            writer.writeheader()
+            self._wrote_header = True
+        writer.writerow({k: _cell(v) for k, v in row.items()})
+        return buffer.getvalue().encode()
 
 
 def _cell(value: Any) -> Any:
@@ -88,21 +200,48 @@ def _cell(value: Any) -> Any:
     return value
 
 
-_FORMATS: dict[str, type[_FileExporter]] = {
-    ".jsonl": JsonLinesExporter,
-    ".jl": JsonLinesExporter,
-    ".ndjson": JsonLinesExporter,
-    ".csv": CsvExporter,
+_FORMATS: dict[str, str] = {
+    ".jsonl": "jsonl",
+    ".jl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".sqlite": "sqlite",
+    ".sqlite3": "sqlite",
+    ".db": "sqlite",
 }
 
 
-def exporter_for(path: str | Path) -> ItemPipeline:
-    """The exporter for ``path``, chosen by its extension."""
-    suffix = Path(path).suffix.lower()
-    cls = _FORMATS.get(suffix)
-    if cls is None:
+def exporter_for(path: str | Path, **options: Any) -> ItemPipeline:
+    """The exporter for ``path``, chosen by its extension.
+
+    ``options``: ``run_key``, ``batch_items``, ``batch_bytes`` (rotation),
+    ``dead_letter`` and ``item_key`` (Parquet and SQLite buffer items: those
+    they fail to write go to the dead-letter file), ``partition_by`` (Parquet).
+    """
+    suffix = Path(str(path).split("%(batch)")[-1]).suffix.lower() or Path(path).suffix.lower()
+    kind = _FORMATS.get(suffix)
+    if kind is None:
         known = ", ".join(sorted(_FORMATS))
         raise ConfigError(f"unsupported output format {suffix or '(none)'!r} for {path} (use {known})")
-    exporter = cls(path)
+    exporter: Any
+    if kind == "sqlite":
+        from eclaw.store import SqliteStore
+
+        for name in ("batch_items", "batch_bytes", "partition_by"):
+            options.pop(name, None)
+        exporter = SqliteStore(path, **options)
+    elif kind == "parquet":
+        from eclaw.parquet import ParquetExporter
+
+        exporter = ParquetExporter(path, **options)
+    else:
+        if options.get("partition_by"):
+            raise ConfigError(f"{path}: only Parquet outputs can be partitioned")
+        for name in ("dead_letter", "item_key", "partition_by"):
+            options.pop(name, None)
+        cls = {"jsonl": JsonLinesExporter, "json": JsonExporter, "csv": CsvExporter}[kind]
+        exporter = cls(path, **options)
     exporter.check()
-    return exporter  # type: ignore[return-value]
+    return exporter  # type: ignore[no-any-return]

@@ -46,6 +46,16 @@ class Settings:
         dupefilter_capacity: URLs the Bloom filter is sized for; it grows past it.
         dupefilter_error_rate: Bloom filter false-positive rate.
         dead_letter: JSONL file for items no pipeline could store.
+        store: the SQLite store (``{spider}``, ``{run_key}``, ``{date}`` filled in):
+            items go there when no output is given (CLI, ``eclaw.run``), and every
+            such crawl records a run row with its data-quality profile; empty is off.
+        run_key: names this run's output: key-less items of the same run key are
+            replaced by a re-run, and output paths may use ``{run_key}``.
+        output_batch_items: rotate outputs with ``%(batch)05d`` in their path every N items.
+        output_batch_bytes: ... or every N bytes.
+        output_partition_by: comma-separated fields partitioning Parquet outputs (hive-style).
+        quality_count_ratio: warn when a type's item count moves more than this
+            fraction from the previous run.
         failures: JSONL file of final request failures (url, reason, attempts,
             last status); empty turns it off.
         retries: retries after a failed attempt (``Retry`` middleware); 0 turns retrying off.
@@ -75,6 +85,12 @@ class Settings:
     dupefilter_capacity: int = 1_000_000
     dupefilter_error_rate: float = 0.001
     dead_letter: str = "eclaw-dead-letter.jsonl"
+    store: str = "eclaw-data/{spider}.sqlite"
+    run_key: str = "default"
+    output_batch_items: int = 0
+    output_batch_bytes: int = 0
+    output_partition_by: str = ""
+    quality_count_ratio: float = 0.3
     failures: str = "eclaw-failures.jsonl"
     retries: int = 3
     obey_robots: bool = False
@@ -99,7 +115,16 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name!r} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("download_delay", "max_redirects", "max_depth", "shutdown_timeout", "retries"):
+        for name in (
+            "download_delay",
+            "max_redirects",
+            "max_depth",
+            "shutdown_timeout",
+            "retries",
+            "output_batch_items",
+            "output_batch_bytes",
+            "quality_count_ratio",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
         for name in ("connect_timeout", "read_timeout", "timeout"):

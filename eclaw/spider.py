@@ -35,6 +35,9 @@ class Spider:
         pipelines: item pipelines, run before the engine's outputs.
         handle_httpstatus_list: statuses >= 400 handed to callbacks instead
             of failing the request.
+        item_key: key fields of the dict items this spider yields (the store
+            upserts on them); declared item classes carry their own ``key``.
+        required_fields: fields every dict item should have (checked at close).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument.
@@ -47,6 +50,8 @@ class Spider:
     middlewares: Sequence[Middleware] = ()
     pipelines: Sequence[ItemPipeline] = ()
     handle_httpstatus_list: Sequence[int] = ()
+    item_key: Sequence[str] = ()
+    required_fields: Sequence[str] = ()
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

@@ -44,6 +44,7 @@ class Stats:
     status_counts: Counter[int] = dataclasses.field(default_factory=Counter)
     retries: int = 0
     counters: Counter[str] = dataclasses.field(default_factory=Counter)
+    quality: list[str] = dataclasses.field(default_factory=list)
     started_at: float = dataclasses.field(default_factory=time.time)
     finished_at: float | None = None
     finish_reason: str = ""
@@ -112,5 +113,6 @@ class Stats:
         rows += sorted(self.counters.items())
         if self.handler_errors:
             rows.append(("handler errors", self.handler_errors))
+        rows += [("quality warning", warning) for warning in self.quality]
         width = max(len(name) for name, _ in rows)
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
