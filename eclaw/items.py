@@ -47,7 +47,7 @@ def item_to_dict(item: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
         return dataclasses.asdict(item)
     if hasattr(item, "model_dump"):
-        data: dict[str, Any] = item.model_dump(mode="json")
+        data: dict[str, Any] = item.model_dump(mode="json", warnings=False)
         return data
     return dict(item)
 
@@ -84,8 +84,10 @@ def validate(item: Any) -> str | None:
         return None
     if hasattr(item, "model_dump") and hasattr(type(item), "model_validate"):
         try:
-            type(item).model_validate(item.model_dump())
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            type(item).model_validate(item.model_dump(warnings=False))
+        except Exception as exc:  # ValidationError (a ValueError), or a dump that cannot serialise
+            if not isinstance(exc, ValueError):
+                return f"cannot be serialised: {type(exc).__name__}"
             errors: list[dict[str, Any]] = getattr(exc, "errors", list)()
             if errors:
                 where = ".".join(str(p) for p in errors[0].get("loc", ()))

@@ -122,15 +122,26 @@ class PipelineRunner:
             while not self._queue:
                 self._ready.clear()
                 await self._ready.wait()
+            event = self._queue[0]
             try:
-                self._emit(await self._process(self._queue[0]))
+                try:
+                    outcome = await self._process(event)
+                except Exception as exc:  # even the dead-letter file failed: count it, never lose it silently
+                    logger.error("item lost in the pipelines (%s: %s): %r", type(exc).__name__, exc, event.item)
+                    outcome = ItemDropped(
+                        item=event.item, response=event.response, reason="lost: " + type(exc).__name__
+                    )
+                self._emit(outcome)
             finally:
                 self._queue.popleft()
                 self._done()
 
     async def _process(self, event: ItemParsed) -> Event:
         item, stage = event.item, "pipeline"
-        problem = validate(item)
+        try:
+            problem = validate(item)
+        except Exception as exc:  # a validator bug must not lose the item
+            problem = f"validation error: {type(exc).__name__}"
         if problem is not None:
             url = event.response.url if event.response is not None else None
             self._dead_letter.record(item, error=ValueError(problem), stage="validation", url=url)

@@ -73,13 +73,12 @@ CREATE TABLE IF NOT EXISTS runs (
 """
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, check_same_thread=False)
+        db = sqlite3.connect(path, check_same_thread=False, timeout=busy_timeout)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=5000")
         db.executescript(_SCHEMA)
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"cannot open the store {path}: {exc}") from None
@@ -93,9 +92,9 @@ class _Writer:
         self._executor: ThreadPoolExecutor | None = None
         self.db: sqlite3.Connection | None = None
 
-    async def start(self, path: Path) -> None:
+    async def start(self, path: Path, busy_timeout: float) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="eclaw-store")
-        self.db = await self.run(connect, path)
+        self.db = await self.run(connect, path, busy_timeout)
 
     async def run(self, func: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)
@@ -118,6 +117,7 @@ class SqliteStore:
         item_key: key fields for dict items (default: the spider's ``item_key``).
         batch: items per transaction (also committed every second and at close).
         dead_letter: where items go if a transaction fails (disk full, locked file).
+        busy_timeout: seconds to wait for a lock held by another process before failing.
     """
 
     def __init__(
@@ -128,8 +128,10 @@ class SqliteStore:
         item_key: Sequence[str] = (),
         batch: int = 500,
         dead_letter: str | Path = "eclaw-dead-letter.jsonl",
+        busy_timeout: float = 5.0,
     ) -> None:
         self.template = str(path)
+        self.busy_timeout = busy_timeout
         self.path = resolve_path(path, "spider", run_key)
         self.run_key = run_key
         self.item_key = tuple(item_key)
@@ -156,7 +158,7 @@ class SqliteStore:
         self.path = resolve_path(self.template, spider.name, self.run_key)
         self.check()
         self.item_key = self.item_key or tuple(getattr(spider, "item_key", ()) or ())
-        await self._writer.start(self.path)
+        await self._writer.start(self.path, self.busy_timeout)
         self._run_id = int(time.time() * 1e6)  # orders this run's key-less rows after older ones
         self._last_commit = time.monotonic()
 

@@ -1,0 +1,299 @@
+"""Outputs read back: JSONL, JSON, CSV, Parquet (partitioned too), rotation, the SQLite store's upserts
+and runs, data-quality warnings, and sinks that fail mid-crawl."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
+from eclaw.cli import main as cli_main
+from eclaw.demo.shop import ShopSpider
+from eclaw.demo.site import expected_products
+from eclaw.exporters import exporter_for
+from eclaw.items import Item
+from eclaw.store import SqliteStore, list_runs
+from eclaw.testing import collect
+from tests.conftest import assert_accounted, read_jsonl
+
+FIELDS = ["sku", "title", "price", "category", "in_stock", "rating", "url"]
+
+
+def products() -> dict[str, dict[str, Any]]:
+    return {p["sku"]: p for p in expected_products()}
+
+
+def check_rows(rows: list[dict[str, Any]], numbers: bool = True) -> None:
+    wanted = products()
+    assert len(rows) == len(wanted) == len({r["sku"] for r in rows})
+    for row in rows:
+        want = wanted[row["sku"]]
+        if numbers:
+            assert (row["title"], row["price"], row["rating"], row["in_stock"]) == (
+                want["title"],
+                want["price"],
+                want["rating"],
+                want["in_stock"],
+            )
+        else:  # CSV: strings
+            assert (row["title"], float(row["price"]), int(row["rating"])) == (
+                want["title"],
+                want["price"],
+                want["rating"],
+            )
+
+
+async def crawl_shop(
+    demo_url: str, outputs: list[Any], spider: type[Spider] = ShopSpider, store: str | None = None, **settings: Any
+) -> Any:
+    engine = Engine(Settings(**settings), outputs=outputs, store=store)
+    _, stats = await collect(spider, engine=engine, base_url=demo_url)
+    assert_accounted(stats)
+    return stats
+
+
+async def test_every_format_reads_back(demo_url: str, tmp_path: Path) -> None:
+    outputs = [f"{tmp_path}/{{spider}}.jsonl", f"{tmp_path}/all.json", f"{tmp_path}/all.csv", f"{tmp_path}/all.parquet"]
+    stats = await crawl_shop(demo_url, outputs)
+    assert stats.items_stored == 500
+    check_rows(read_jsonl(tmp_path / "shop.jsonl"))
+    check_rows(json.loads((tmp_path / "all.json").read_text()))
+    with (tmp_path / "all.csv").open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == FIELDS  # the item's own key order, stable
+        check_rows(list(reader), numbers=False)
+    table = pq.read_table(tmp_path / "all.parquet")
+    assert table.schema.field("price").type == "double" and table.schema.field("rating").type == "int64"
+    check_rows(table.to_pylist())
+
+
+async def test_partitioned_parquet_is_a_hive_directory(demo_url: str, tmp_path: Path) -> None:
+    await crawl_shop(demo_url, [f"{tmp_path}/parts.parquet"], output_partition_by="category")
+    folders = sorted(p.name for p in (tmp_path / "parts.parquet").iterdir())
+    assert folders == sorted(f"category={c}" for c in {p["category"] for p in expected_products()})
+    rows = pq.read_table(tmp_path / "parts.parquet", partitioning="hive").to_pylist()
+    check_rows(rows)
+    assert {r["category"] for r in rows} == {p["category"] for p in expected_products()}
+
+
+async def test_rotation_and_placeholders(demo_url: str, tmp_path: Path) -> None:
+    template = f"{tmp_path}/{{spider}}-{{run_key}}-%(batch)03d.jsonl"
+    await crawl_shop(demo_url, [template], output_batch_items=120, run_key="r1")
+    files = sorted(Path(f) for f in glob.glob(f"{tmp_path}/shop-r1-*.jsonl"))
+    assert [f.name for f in files] == [f"shop-r1-{n:03d}.jsonl" for n in range(1, 6)]
+    assert [len(read_jsonl(f)) for f in files] == [120, 120, 120, 120, 20]
+    check_rows([row for f in files for row in read_jsonl(f)])
+    with pytest.raises(ConfigError, match="needs output_batch_items"):
+        exporter_for(f"{tmp_path}/x-%(batch)d.jsonl")
+    with pytest.raises(ConfigError, match="only Parquet outputs can be partitioned"):
+        Engine(Settings(output_partition_by="category"), outputs=[f"{tmp_path}/x.csv"])
+    with pytest.raises(ConfigError, match="placeholder"):
+        Engine(outputs=[f"{tmp_path}/{{nope}}.jsonl"])
+
+
+def store_rows(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT type, key, json_extract(data, '$.price') FROM items ORDER BY key").fetchall()
+
+
+class KeyedShop(ShopSpider):
+    item_key = ("sku",)
+
+
+class RepricedShop(KeyedShop):
+    def parse_product(self, response: Response) -> Any:
+        for value in super().parse_product(response):
+            if isinstance(value, dict) and value["rating"] == 5:
+                value = {**value, "price": value["price"] + 1}
+            yield value
+
+
+async def test_store_upserts_on_the_key_across_runs(demo_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "shop.sqlite"
+    first = await crawl_shop(demo_url, [str(path)], KeyedShop)
+    assert first.counters["store inserted"] == 500
+    second = await crawl_shop(demo_url, [str(path)], KeyedShop)
+    assert second.counters["store unchanged"] == 500 and second.counters["store inserted"] == 0
+    fives = sum(1 for p in expected_products() if p["rating"] == 5)
+    third = await crawl_shop(demo_url, [str(path)], RepricedShop)
+    assert third.counters["store updated"] == fives and third.counters["store unchanged"] == 500 - fives
+    rows = store_rows(path)
+    assert len(rows) == 500 and {r[0] for r in rows} == {"dict"}
+    wanted = products()
+    for _, sku, price in rows:
+        bump = 1 if wanted[sku]["rating"] == 5 else 0
+        assert price == pytest.approx(wanted[sku]["price"] + bump)
+
+
+async def test_keyless_items_are_replaced_per_run_key(demo_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "shop.sqlite"
+    await crawl_shop(demo_url, [str(path)])
+    await crawl_shop(demo_url, [str(path)])
+    assert len(store_rows(path)) == 500  # the same run key: replaced, not appended
+    await crawl_shop(demo_url, [str(path)], run_key="2026-11-30")
+    assert len(store_rows(path)) == 1000  # another run key keeps its own copy
+
+
+async def test_runs_are_recorded_and_listed(demo_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "{spider}.sqlite")
+    await crawl_shop(demo_url, [store], store=store)
+    await crawl_shop(demo_url, [store], store=store, run_key="b")
+    runs = list_runs(tmp_path / "shop.sqlite")
+    assert [(r["spider"], r["run_key"], r["finish_reason"]) for r in runs] == [
+        ("shop", "b", "finished"),
+        ("shop", "default", "finished"),
+    ]
+    assert runs[0]["stats"]["items_stored"] == 500 and len(runs[0]["settings_digest"]) == 12
+    assert cli_main(["runs", str(tmp_path / "shop.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" shop ") == 2 and "finished" in out
+    assert cli_main(["runs", str(tmp_path / "none.sqlite")]) == 2
+
+
+class FewShop(ShopSpider):
+    """Only the first category, with the price as text and one field always missing."""
+
+    required_fields = ("sku", "title", "weight")
+
+    def parse(self, response: Response) -> Any:
+        yield Request(self.base_url + "/category/books", callback=self.parse_category)
+
+    def parse_category(self, response: Response) -> Any:
+        yield from response.follow_all(css="a.product", callback=self.parse_product)
+
+    def parse_product(self, response: Response) -> Any:
+        for value in super().parse_product(response):
+            if isinstance(value, dict):
+                yield {**value, "price": str(value["price"])}
+
+
+async def test_data_quality_warnings_against_the_previous_run(demo_url: str, tmp_path: Path) -> None:
+    store = str(tmp_path / "{spider}.sqlite")
+    first = await crawl_shop(demo_url, [store], store=store)
+    assert first.quality == []
+    few = await crawl_shop(demo_url, [store], FewShop, store=store)
+    assert few.items_stored < 100
+    text = "\n".join(few.quality)
+    assert f"dict: {few.items_stored} items, 500 in the previous run" in text
+    assert "field 'price' changed type: float -> str" in text
+    assert "required field 'weight' is empty in 100% of items" in text
+    assert "quality warning" in few.summary()
+    (run, *_) = list_runs(tmp_path / "shop.sqlite")
+    assert run["warnings"] == few.quality
+
+
+@dataclass
+class Product(Item):
+    key = ("sku",)
+    sku: str
+    price: float
+    tags: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+async def run_items(items: list[Any], outputs: list[Any], store: str | None = None) -> Any:
+    """A crawl of one fake page whose callback yields ``items``."""
+
+    async def respond(request: Request, call_next: Any) -> Response:
+        return Response(request.url, body=b"<html></html>", request=request)
+
+    class FromList(Spider):
+        name = "typed"
+        start_urls = ["http://127.0.0.1:9/"]
+        middlewares = [respond]
+
+        def parse(self, response: Response) -> Any:
+            yield from items
+
+    engine = Engine(outputs=outputs, store=store)
+    _, stats = await collect(FromList, engine=engine)
+    assert_accounted(stats)
+    return stats
+
+
+async def test_declared_items_are_validated_and_keyed(tmp_path: Path) -> None:
+    good = [Product("a", 1.5, ["x"]), Product("b", 2)]
+    bad = [Product("c", "cheap"), Product(None, 3.0)]  # type: ignore[arg-type]
+    stats = await run_items(good + bad, [str(tmp_path / "t.sqlite"), str(tmp_path / "t.csv")])
+    assert stats.items_stored == 2
+    assert stats.items_dropped_by_reason == {
+        "invalid: field 'price' must be float, got str": 1,
+        "invalid: field 'sku' is required": 1,
+    }
+    dead = read_jsonl("eclaw-dead-letter.jsonl")
+    assert [d["stage"] for d in dead] == ["validation", "validation"] and dead[0]["item"]["sku"] == "c"
+    with sqlite3.connect(tmp_path / "t.sqlite") as db:
+        assert db.execute("SELECT type, key FROM items ORDER BY key").fetchall() == [("Product", "a"), ("Product", "b")]
+    with (tmp_path / "t.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0] == {"sku": "a", "price": "1.5", "tags": '["x"]', "note": ""}  # nested values as JSON
+
+
+async def test_pydantic_models_are_items(tmp_path: Path) -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Review(pydantic.BaseModel):
+        stars: int
+
+    bad = Review.model_construct(stars="many")  # skips validation: caught before the pipelines
+    stats = await run_items([Review(stars=4), bad], [str(tmp_path / "r.jsonl")])
+    assert stats.items_stored == 1 and read_jsonl(tmp_path / "r.jsonl") == [{"stars": 4}]
+    (reason,) = stats.items_dropped_by_reason
+    assert reason.startswith("invalid: field 'stars': Input should be a valid integer")
+
+
+async def test_failing_file_sink_dead_letters_every_item(demo_url: str, tmp_path: Path) -> None:
+    full = tmp_path / "full.jsonl"
+    full.symlink_to("/dev/full")  # every write fails with ENOSPC, as on a full disk
+    stats = await crawl_shop(demo_url, [str(full), str(tmp_path / "ok.jsonl")])
+    assert stats.items_dropped_by_reason == {"pipeline error: OSError": 500} and stats.items_stored == 0
+    dead = read_jsonl("eclaw-dead-letter.jsonl")
+    assert len(dead) == 500 and "No space left on device" in dead[0]["error"]
+    check_rows([d["item"] for d in dead])  # nothing lost: every item is in the dead-letter file
+    assert read_jsonl(tmp_path / "ok.jsonl") == []  # a failed item does not reach later outputs
+
+
+class LockDuringCrawl:
+    """Holds an exclusive lock on the store file from the first item on (another process would)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db: sqlite3.Connection | None = None
+
+    async def open(self, spider: Spider) -> None:
+        return None
+
+    async def process_item(self, item: Any, spider: Spider) -> Any:
+        if self.db is None:
+            self.db = sqlite3.connect(self.path, isolation_level=None)
+            self.db.execute("BEGIN EXCLUSIVE")
+        return item
+
+    async def close(self, spider: Spider) -> None:
+        if self.db is not None:
+            self.db.close()
+
+
+async def test_locked_store_dead_letters_its_batches(demo_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "locked.sqlite"
+    store = SqliteStore(path, item_key=("sku",), busy_timeout=0.05)
+    stats = await crawl_shop(demo_url, [LockDuringCrawl(path), store])
+    assert stats.counters["items dead-lettered by locked.sqlite"] == 500
+    dead = read_jsonl("eclaw-dead-letter.jsonl")
+    assert len(dead) == 500 and "locked" in dead[0]["error"]
+    check_rows([d["item"] for d in dead])
+
+
+def test_parquet_without_pyarrow_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ConfigError, match=r"Parquet output needs pyarrow: pip install 'eclaw\[parquet\]'"):
+        Engine(outputs=[tmp_path / "x.parquet"])
