@@ -7,6 +7,7 @@ import csv
 import json
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -60,6 +61,26 @@ async def test_crawl_writes_csv_and_jsonl_at_once(demo_url: str, tmp_path: Path)
     assert len(rows) == 500
     assert list(rows[0]) == ["sku", "title", "price", "category", "in_stock", "rating", "url"]
     assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 500
+
+
+async def test_without_output_items_go_to_the_store_and_runs_are_listed(demo_url: str, tmp_path: Path) -> None:
+    for _ in range(2):
+        code, stdout, stderr = await eclaw("crawl", SHOP, "-a", f"base_url={demo_url}", "--log-level", "WARNING")
+        assert code == 0, stderr
+        assert "items written to eclaw-data/shop.sqlite" in stdout
+    with sqlite3.connect(tmp_path / "eclaw-data" / "shop.sqlite") as db:
+        assert db.execute("SELECT count(*), count(DISTINCT json_extract(data, '$.sku')) FROM items").fetchone() == (
+            500,
+            500,
+        )  # the second run replaced the first (same run key), no second copy
+    code, stdout, _ = await eclaw("runs")
+    assert code == 0
+    lines = stdout.splitlines()
+    assert len(lines) == 3 and all(" shop " in line and " finished " in line for line in lines[1:])
+    code, stdout, _ = await eclaw("runs", "shop")
+    assert code == 0 and len(stdout.splitlines()) == 3
+    code, _, stderr = await eclaw("runs", "nosuchspider")
+    assert code == 2 and "no store at eclaw-data/nosuchspider.sqlite" in stderr
 
 
 async def test_list_and_version() -> None:

@@ -54,3 +54,15 @@ async def test_middleware_example(demo_url: str) -> None:
     items, stats = await collect(Admin, engine=engine)
     assert items == [{"seen_by": "block_admin", "signed": 64}]
     assert stats.dropped_by_reason == {"blocked": 1}
+
+
+def test_item_example_validates() -> None:
+    from eclaw.items import item_key, validate
+
+    namespace: dict[str, Any] = {}
+    exec(compile(block("class Product(Item)"), "README.md", "exec"), namespace)
+    product = namespace["Product"]
+    assert validate(product("a", 1.5)) is None and validate(product("a", 2, ["x"], None)) is None
+    assert validate(product("a", "12.5")) == "field 'price' must be float, got str"
+    assert validate(product(None, 1.0)) == "field 'sku' is required"
+    assert item_key(product("a", 1.0), {"sku": "a"}) == "a"
