@@ -92,6 +92,15 @@ async def test_rotation_and_placeholders(demo_url: str, tmp_path: Path) -> None:
     assert [f.name for f in files] == [f"shop-r1-{n:03d}.jsonl" for n in range(1, 6)]
     assert [len(read_jsonl(f)) for f in files] == [120, 120, 120, 120, 20]
     check_rows([row for f in files for row in read_jsonl(f)])
+    await crawl_shop(demo_url, [f"{tmp_path}/by-size-%(batch)d.csv"], output_batch_bytes=10_000)
+    parts = sorted(glob.glob(f"{tmp_path}/by-size-*.csv"), key=lambda f: int(f.rsplit("-", 1)[1][:-4]))
+    sizes = [Path(f).stat().st_size for f in parts]
+    assert len(parts) >= 5 and all(10_000 <= size < 10_400 for size in sizes[:-1])
+    rows = []
+    for part in parts:
+        with open(part, newline="") as handle:
+            rows += list(csv.DictReader(handle))  # every part has its own header
+    check_rows(rows, numbers=False)
     with pytest.raises(ConfigError, match="needs output_batch_items"):
         exporter_for(f"{tmp_path}/x-%(batch)d.jsonl")
     with pytest.raises(ConfigError, match="only Parquet outputs can be partitioned"):
