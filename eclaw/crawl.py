@@ -49,6 +49,7 @@ from eclaw.scheduler import Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
+from eclaw.urls import redact_url
 
 logger = logging.getLogger("eclaw.engine")
 
@@ -317,13 +318,14 @@ class Crawl:
             )
             self._retrying.add(exc.request, exc.delay)
         except DownloadError as exc:
-            logger.warning("failed %s: %s", request.url, exc)
+            logger.warning("failed %s: %s", redact_url(request.url), redact_url(str(exc)))
             self.emit(RequestFailed(request=request, reason=exc.reason, error=exc, attempt=attempts_of(request)))
         except asyncio.CancelledError:
             self.stats.requests_pending += 1  # aborted by shutdown: not crawled
             raise
         except Exception as exc:
-            logger.error("error downloading %s: %s: %s", request.url, type(exc).__name__, exc, exc_info=exc)
+            shown = redact_url(request.url)
+            logger.error("error downloading %s: %s: %s", shown, type(exc).__name__, redact_url(str(exc)), exc_info=exc)
             reason = f"error: {type(exc).__name__}"
             self.emit(RequestFailed(request=request, reason=reason, error=exc, attempt=attempts_of(request)))
         finally:
@@ -444,7 +446,8 @@ class Crawl:
             raise
         except Exception as exc:
             self.stats.handler_errors += 1
-            logger.error("errback failed for %s: %s: %s", event.request.url, type(exc).__name__, exc, exc_info=exc)
+            shown = redact_url(event.request.url)
+            logger.error("errback failed for %s: %s: %s", shown, type(exc).__name__, exc, exc_info=exc)
         finally:
             self._busy -= 1
             self._check_idle()

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from eclaw.exceptions import HttpError
 from eclaw.http import Request
+from eclaw.urls import redact_url
 
 __all__ = ["FailureLog", "JsonLines", "RetryQueue", "attempts_of"]
 
@@ -52,12 +53,12 @@ class FailureLog(JsonLines):
         self.write(
             {
                 "time": round(time.time(), 3),
-                "url": request.url,
+                "url": redact_url(request.url),
                 "method": request.method,
                 "reason": reason,
                 "attempts": attempts_of(request),
                 "last_status": status,
-                "error": f"{type(error).__name__}: {error}" if error is not None else None,
+                "error": redact_url(f"{type(error).__name__}: {error}") if error is not None else None,
             }
         )
 

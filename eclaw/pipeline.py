@@ -14,6 +14,7 @@ from eclaw.events import Event, ItemDropped, ItemParsed, ItemStored
 from eclaw.exceptions import DropItem
 from eclaw.failures import JsonLines
 from eclaw.items import item_to_dict, validate
+from eclaw.urls import redact_url
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider
@@ -80,7 +81,13 @@ class DeadLetter(JsonLines):
         except (TypeError, ValueError):
             data = repr(item)
         self.write(
-            {"time": time.time(), "url": url, "stage": stage, "error": f"{type(error).__name__}: {error}", "item": data}
+            {
+                "time": time.time(),
+                "url": redact_url(url) if url else url,
+                "stage": stage,
+                "error": redact_url(f"{type(error).__name__}: {error}"),
+                "item": data,
+            }
         )
         logger.error("item dead-lettered to %s (%s: %s)", self.path, stage, error)
 

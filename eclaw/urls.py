@@ -19,7 +19,16 @@ from eclaw.exceptions import InvalidURL
 if TYPE_CHECKING:
     from eclaw.http import Request
 
-__all__ = ["absolute_url", "canonical_url", "fingerprint", "host_allowed", "join_url", "safe_url", "url_host"]
+__all__ = [
+    "absolute_url",
+    "canonical_url",
+    "fingerprint",
+    "host_allowed",
+    "join_url",
+    "redact_url",
+    "safe_url",
+    "url_host",
+]
 
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 
@@ -212,3 +221,11 @@ def host_allowed(host: str, allowed_domains: frozenset[str]) -> bool:
     if not allowed_domains or host in allowed_domains:
         return True
     return any(host.endswith("." + domain) for domain in allowed_domains)
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/@:\s]*):[^/@\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the passwords of URLs in it replaced by ``***`` (for logs and failure records)."""
+    return _USERINFO.sub(r"\1:***@", text) if "@" in text else text

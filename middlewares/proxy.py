@@ -36,6 +36,8 @@ class ProxyState:
     __slots__ = ("benched_until", "failures", "last_failure", "name", "schemes", "url", "uses")
 
     def __init__(self, url: str, schemes: frozenset[str] = frozenset({"http", "https"})) -> None:
+        if "://" not in url:
+            raise ConfigError(f"bad proxy {_redact(url)!r}: no scheme (use http://host:port)")
         parsed = URL(url.strip())
         if parsed.scheme not in ("http", "https") or not parsed.host:
             kind = f"{parsed.scheme} proxies are not supported" if parsed.scheme else "not a proxy URL"

@@ -18,6 +18,7 @@ from eclaw.exceptions import (
 )
 from eclaw.http import Request, Response
 from eclaw.middleware import Fetch
+from eclaw.urls import redact_url
 
 __all__ = ["RETRY_STATUSES", "Retry", "retry_after"]
 
@@ -95,14 +96,15 @@ class Retry:
         limit = meta.get("max_retry_times", self.max_retries)
         if retries >= limit:
             if limit:
-                logger.warning("gave up on %s after %d attempts: %s", request.url, retries + 1, reason)
+                logger.warning("gave up on %s after %d attempts: %s", redact_url(request.url), retries + 1, reason)
             return
         delay = self.backoff(retries + 1)
         if response is not None:
             wait = retry_after(response.headers.get("Retry-After"))
             if wait is not None:
                 delay = min(wait, self.max_retry_after)
-        logger.info("retrying %s in %.2fs (attempt %d failed: %s)", request.url, delay, retries + 1, reason)
+        shown = redact_url(request.url)
+        logger.info("retrying %s in %.2fs (attempt %d failed: %s)", shown, delay, retries + 1, reason)
         again = request.replace(dont_filter=True, meta={**meta, "retry_times": retries + 1})
         raise RetryRequest(again, delay=delay, reason=reason, error=error)
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -52,3 +53,13 @@ def read_jsonl(path: str | Path) -> list[Any]:
     """The records of a JSON-lines file ([] if it does not exist)."""
     path = Path(path)
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def read_csv(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a CSV file with a header."""
+    with Path(path).open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_bytes(path: str | Path) -> bytes:
+    return Path(path).read_bytes()

@@ -23,7 +23,7 @@ from eclaw.exporters import exporter_for
 from eclaw.items import Item
 from eclaw.store import SqliteStore, list_runs
 from eclaw.testing import collect
-from tests.conftest import assert_accounted, read_jsonl
+from tests.conftest import assert_accounted, read_bytes, read_csv, read_jsonl
 
 FIELDS = ["sku", "title", "price", "category", "in_stock", "rating", "url"]
 
@@ -94,13 +94,9 @@ async def test_rotation_and_placeholders(demo_url: str, tmp_path: Path) -> None:
     check_rows([row for f in files for row in read_jsonl(f)])
     await crawl_shop(demo_url, [f"{tmp_path}/by-size-%(batch)d.csv"], output_batch_bytes=10_000)
     parts = sorted(glob.glob(f"{tmp_path}/by-size-*.csv"), key=lambda f: int(f.rsplit("-", 1)[1][:-4]))
-    sizes = [Path(f).stat().st_size for f in parts]
+    sizes = [len(read_bytes(f)) for f in parts]
     assert len(parts) >= 5 and all(10_000 <= size < 10_400 for size in sizes[:-1])
-    rows = []
-    for part in parts:
-        with open(part, newline="") as handle:
-            rows += list(csv.DictReader(handle))  # every part has its own header
-    check_rows(rows, numbers=False)
+    check_rows([row for part in parts for row in read_csv(part)], numbers=False)  # each part has its header
     with pytest.raises(ConfigError, match="needs output_batch_items"):
         exporter_for(f"{tmp_path}/x-%(batch)d.jsonl")
     with pytest.raises(ConfigError, match="only Parquet outputs can be partitioned"):
