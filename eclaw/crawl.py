@@ -243,7 +243,7 @@ class Crawl:
             raise
         except Exception as exc:
             message = f"start_requests() of spider {self.spider.name!r} failed: {type(exc).__name__}: {exc}"
-            logger.error(message)
+            logger.debug(message)  # raised to the caller by run(): one message, not two
             self._start_error = exc if isinstance(exc, EclawError) else ConfigError(message)
             self.stop("start_requests error")
         finally:

@@ -19,6 +19,7 @@ from yarl import URL
 
 from eclaw.exceptions import (
     ConnectError,
+    BadRequest,
     ConnectionLost,
     DownloadError,
     DownloadTimeout,
@@ -177,6 +178,8 @@ class HttpDownloader:
             raise InvalidURL(f"malformed URL {url!r}") from exc
         except aiohttp.ClientError as exc:
             raise DownloadError(f"download of {url} failed: {_short(exc)}") from exc
+        except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
+            raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
 
     async def _read_body(self, resp: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self._settings.max_response_size

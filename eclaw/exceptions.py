@@ -13,6 +13,7 @@ Errors::
         ├── DownloadTimeout (TimeoutError)
         ├── TruncatedResponse           body shorter than announced / bad encoding
         ├── ResponseTooLarge            refused past ``max_response_size``
+        ├── BadRequest                  the request cannot be sent as built (conflicting auth, bad header)
         ├── CacheMiss                   ``HttpCache(offline=True)`` has no copy
         ├── RedirectError
         │   ├── TooManyRedirects
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from eclaw.http import Request, Response
 
 __all__ = [
+    "BadRequest",
     "CacheMiss",
     "CloseSpider",
     "ConfigError",
@@ -101,6 +103,12 @@ class ProxyError(ConnectError):
     """The proxy could not be reached, refused the request (407) or looks banned."""
 
     reason = "proxy error"
+
+
+class BadRequest(DownloadError):
+    """The request cannot be sent as it is (aiohttp refused to build it)."""
+
+    reason = "bad request"
 
 
 class CacheMiss(DownloadError):

@@ -244,7 +244,9 @@ def _read_list(path: Path) -> list[str]:
 
 
 def _redact(url: str) -> str:
-    try:
-        return str(URL(url.strip()).with_user(None))
-    except (ValueError, TypeError):
-        return "<unparsable proxy URL>"
+    """``url`` without its credentials, for messages."""
+    url = url.strip()
+    if "://" not in url:
+        return url.rpartition("@")[2]
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.rpartition('@')[2]}"
