@@ -18,8 +18,8 @@ from multidict import CIMultiDictProxy
 from yarl import URL
 
 from eclaw.exceptions import (
-    ConnectError,
     BadRequest,
+    ConnectError,
     ConnectionLost,
     DownloadError,
     DownloadTimeout,
