@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean test-servers
+.PHONY: install demo test lint bench soak clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench: $(STAMP)
 	  echo "nginx could not be installed: the benchmark falls back to an aiohttp server"
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+## soak: 10 minutes against an endless local site full of faults, sampling RSS (not in CI)
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl

@@ -25,15 +25,16 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from eclaw import sqlite
 from eclaw.exceptions import ConfigError
 from eclaw.exporters import resolve_path
 from eclaw.failures import JsonLines
 from eclaw.items import item_key, item_to_dict, item_type
+from eclaw.sqlite import SqliteWriter
 
 if TYPE_CHECKING:
     from eclaw.middleware import CrawlContext
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["RunLog", "SqliteStore", "list_runs"]
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -75,37 +75,9 @@ CREATE TABLE IF NOT EXISTS runs (
 
 def connect(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connection:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, check_same_thread=False, timeout=busy_timeout)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
+        return sqlite.connect(path, _SCHEMA, busy_timeout)
     except (OSError, sqlite3.Error) as exc:
         raise ConfigError(f"cannot open the store {path}: {exc}") from None
-    return db
-
-
-class _Writer:
-    """One SQLite connection used from one worker thread."""
-
-    def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
-        self.db: sqlite3.Connection | None = None
-
-    async def start(self, path: Path, busy_timeout: float) -> None:
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="eclaw-store")
-        self.db = await self.run(connect, path, busy_timeout)
-
-    async def run(self, func: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)
-
-    async def stop(self) -> None:
-        if self.db is not None:
-            await self.run(self.db.close)
-            self.db = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
 
 
 class SqliteStore:
@@ -138,7 +110,7 @@ class SqliteStore:
         self.batch = batch
         self.counts = {"inserted": 0, "updated": 0, "unchanged": 0}
         self._dead_letter = JsonLines(dead_letter)
-        self._writer = _Writer()
+        self._writer = SqliteWriter("eclaw-store")
         self._pending: list[tuple[str, str | None, str, str, Any]] = []
         self._last_commit = 0.0
         self._run_id = 0
@@ -158,7 +130,10 @@ class SqliteStore:
         self.path = resolve_path(self.template, spider.name, self.run_key)
         self.check()
         self.item_key = self.item_key or tuple(getattr(spider, "item_key", ()) or ())
-        await self._writer.start(self.path, self.busy_timeout)
+        try:
+            await self._writer.start(self.path, _SCHEMA, self.busy_timeout)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open the store {self.path}: {exc}") from None
         self._run_id = int(time.time() * 1e6)  # orders this run's key-less rows after older ones
         self._last_commit = time.monotonic()
 

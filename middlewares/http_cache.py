@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +14,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from eclaw.exceptions import CacheMiss, ConfigError
 from eclaw.http import Request, Response
 from eclaw.middleware import Fetch
+from eclaw.sqlite import SqliteWriter
 from eclaw.urls import fingerprint
 
 if TYPE_CHECKING:
@@ -31,7 +30,7 @@ CREATE TABLE IF NOT EXISTS responses (
     headers TEXT NOT NULL,
     body BLOB NOT NULL,
     stored_at REAL NOT NULL
-)
+);
 """
 
 
@@ -65,8 +64,7 @@ class HttpCache:
         self.expire = expire
         self.ignore_statuses = frozenset(ignore_statuses)
         self.offline = offline
-        self._db: sqlite3.Connection | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._writer = SqliteWriter("eclaw-http-cache")
         self._crawl: CrawlContext | None = None
 
     def __repr__(self) -> str:
@@ -79,33 +77,16 @@ class HttpCache:
     async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="eclaw-http-cache")
-            self._db = await self._run(self._connect)
+            await self._writer.start(self.path, _SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"http cache {self.path}: {exc}") from None
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(_SCHEMA)
-        return db
-
     async def close(self) -> None:
-        if self._db is not None:
-            await self._run(self._db.close)
-            self._db = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
-
-    async def _run(self, func: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)
+        await self._writer.stop()
 
     async def __call__(self, request: Request, call_next: Fetch) -> Response:
         key = fingerprint(request)
-        row = await self._run(self._load, key)
+        row = await self._writer.run(self._load, key)
         if row is not None:
             self._count("cache hit")
             url, status, headers, body = row
@@ -118,8 +99,9 @@ class HttpCache:
         return response
 
     def _load(self, key: bytes) -> tuple[str, int, str, bytes] | None:
-        assert self._db is not None
-        row = self._db.execute(
+        db = self._writer.db
+        assert db is not None
+        row = db.execute(
             "SELECT url, status, headers, body, stored_at FROM responses WHERE fingerprint = ?", (key,)
         ).fetchone()
         if row is None or (self.expire and time.time() - row[4] > self.expire):
@@ -130,13 +112,14 @@ class HttpCache:
         if response.status in self.ignore_statuses or response.from_cache:
             return
         headers = json.dumps(list(response.headers.items()))
-        await self._run(self._save, (key, response.url, response.status, headers, response.body, time.time()))
+        await self._writer.run(self._save, (key, response.url, response.status, headers, response.body, time.time()))
         self._count("cache stored")
 
     def _save(self, row: tuple[Any, ...]) -> None:
-        assert self._db is not None
-        with self._db:
-            self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+        db = self._writer.db
+        assert db is not None
+        with db:
+            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
 
     def _count(self, what: str) -> None:
         if self._crawl is not None:

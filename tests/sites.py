@@ -19,6 +19,22 @@ def page(*links: str, title: str = "page", extra: str = "") -> web.Response:
     )
 
 
+async def cut_short(
+    request: web.Request, first: bytes, *, length: int | None = None, abort: bool = False
+) -> web.StreamResponse:
+    """Send ``first`` then drop the connection: short of ``length`` (Content-Length), or mid-chunk."""
+    response = web.StreamResponse(headers={"Content-Type": "text/html"})
+    if length is None:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = length
+    await response.prepare(request)
+    await response.write(first)
+    if request.transport is not None:
+        request.transport.abort() if abort else request.transport.close()
+    return response
+
+
 class SlowSite:
     """``/slow/N`` pages that each take ``delay`` seconds; records peak concurrency."""
 
@@ -125,12 +141,7 @@ def fault_app() -> web.Application:
         return page(title="late")
 
     async def truncated(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Length": "100000", "Content-Type": "text/html"})
-        await response.prepare(request)
-        await response.write(b"<html>" + b"a" * 1000)
-        assert request.transport is not None
-        request.transport.close()
-        return response
+        return await cut_short(request, b"<html>" + b"a" * 1000, length=100_000)
 
     routes = {
         "/chain/{n}": redirect_chain,

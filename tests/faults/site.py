@@ -13,6 +13,8 @@ from functools import cache
 
 from aiohttp import web
 
+from tests.sites import cut_short
+
 LONG = "/long/" + "x" * 2100  # over max_url_length (2083)
 MANY = 3000  # links on /many
 
@@ -122,25 +124,14 @@ class FaultSite:
 
     async def slow_first(self, request: web.Request) -> web.Response:
         if self.hits[request.path] == 1:
-            await asyncio.sleep(3)  # past the crawl's timeout
+            await asyncio.sleep(6)  # past the crawl's timeout
         return await self.leaf(request)
 
     async def reset_mid_body(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/html"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        await response.write(b"<html><body>" + b"a" * 5000)
-        assert request.transport is not None
-        request.transport.abort()
-        return response
+        return await cut_short(request, b"<html><body>" + b"a" * 5000, abort=True)
 
     async def short_body(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Length": "100000", "Content-Type": "text/html"})
-        await response.prepare(request)
-        await response.write(b"<html>" + b"a" * 1000)
-        assert request.transport is not None
-        request.transport.close()
-        return response
+        return await cut_short(request, b"<html>" + b"a" * 1000, length=100_000)  # Content-Length > body
 
     async def redirect(self, request: web.Request) -> web.Response:
         what = request.match_info["what"]
