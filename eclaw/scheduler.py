@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from eclaw.dupefilter import BloomDupeFilter, DupeFilter, RecentSet, SetDupeFilter
 from eclaw.http import Request
+from eclaw.spill import SpillQueue
 from eclaw.urls import fingerprint, host_allowed, url_host
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ class DefaultScheduler:
     Filters, in order: scheme (http/https only), URL length, offsite
     (``allowed_domains``), depth (``max_depth``), duplicates (fingerprint in
     the dupefilter). ``dont_filter`` skips offsite and duplicate checks.
+    Memory: past ``frontier_memory`` pending requests, ordinary ones wait in a
+    SQLite file (spilled in order, read back in batches), so RAM stays flat
+    however large the frontier grows.
     Politeness: at most ``concurrency`` downloads in all, at most
     ``concurrency_per_domain`` per host, and ``download_delay`` seconds (or
     the host's own delay, see ``set_delay``) between two starts on one host.
@@ -84,7 +88,8 @@ class DefaultScheduler:
         self._slots: dict[str, _Slot] = {}
         self._ready: list[tuple[int, int, _Slot]] = []  # slots that may start a download
         self._seq = itertools.count()
-        self._pending = 0
+        self._pending = 0  # in memory and on disk
+        self._in_memory = 0
         self._active = 0
         self._wake: Callable[[], None] = lambda: None
         self._delay = 0.0  # for hosts without their own (download_delay, or the throttle's start delay)
@@ -99,6 +104,8 @@ class DefaultScheduler:
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
         self._settings = settings
+        self._window = settings.frontier_memory
+        self._spill = SpillQueue(spider)
         self._delay = settings.download_delay
         self._wake = wake
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
@@ -112,6 +119,7 @@ class DefaultScheduler:
     async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
         recent = self._recent
         reasons: list[str | None] = []
+        spill: list[Request] = []
         for request in requests:
             # Most links on a site are repeats: a GET of a URL (fragment aside) seen
             # recently is a duplicate, known without canonicalising or hashing it.
@@ -125,9 +133,29 @@ class DefaultScheduler:
             if key is not None and reason in (None, "duplicate"):
                 recent.add(key)
             if reason is None:
-                self._push(request)
+                if self._spilling(request):
+                    spill.append(request)
+                else:
+                    self._push(request)
             reasons.append(reason)
+        if spill:
+            self._pending += len(spill)
+            for request in self._spill.put(spill):  # those that cannot be stored stay in memory
+                self._pending -= 1
+                self._push(request)
         return reasons
+
+    def _spilling(self, request: Request) -> bool:
+        """Past the in-memory window (or once requests wait on disk, to keep their order), ordinary
+        requests go to disk; a request with a raised priority always stays in memory."""
+        return (
+            bool(self._window) and request.priority <= 0 and (len(self._spill) > 0 or self._in_memory >= self._window)
+        )
+
+    def _refill(self) -> None:
+        for request in self._spill.take(max(1, self._window // 2)):
+            self._pending -= 1
+            self._push(request)
 
     def _push(self, request: Request) -> None:
         host = url_host(request.url)
@@ -138,6 +166,7 @@ class DefaultScheduler:
                 slot.not_before = self._cooling.pop(host, 0.0)
         heapq.heappush(slot.heap, (-request.priority, next(self._seq), request))
         self._pending += 1
+        self._in_memory += 1
         self._offer(slot)
 
     def _filter(self, request: Request) -> str | None:
@@ -176,12 +205,15 @@ class DefaultScheduler:
         self._wake()
 
     async def next_request(self) -> Request | None:
+        if len(self._spill) and self._in_memory < self._window // 2:
+            self._refill()
         if self._active >= self._settings.concurrency or not self._ready:
             return None
         _, _, slot = heapq.heappop(self._ready)
         slot.queued = False
         _, _, request = heapq.heappop(slot.heap)
         self._pending -= 1
+        self._in_memory -= 1
         self._active += 1
         slot.active += 1
         delay = self._delays.get(slot.host, self._delay) if self._delays else self._delay
@@ -216,6 +248,7 @@ class DefaultScheduler:
         return self._pending
 
     async def close(self) -> None:
+        self._spill.close()
         for slot in self._slots.values():
             if slot.timer is not None:
                 slot.timer.cancel()

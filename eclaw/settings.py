@@ -42,6 +42,7 @@ class Settings:
             empty means the ``UserAgent`` middleware's realistic browser UA.
         cookies: keep a cookie jar per crawl.
         verify_tls: check TLS certificates (off for sites with self-signed ones).
+        frontier_memory: pending requests kept in memory; more wait on disk (0 = no limit).
         dupefilter: ``"bloom"`` (bounded memory) or ``"set"`` (exact, small crawls).
         dupefilter_capacity: URLs the Bloom filter is sized for; it grows past it.
         dupefilter_error_rate: Bloom filter false-positive rate.
@@ -81,6 +82,7 @@ class Settings:
     user_agent: str = ""
     cookies: bool = True
     verify_tls: bool = True
+    frontier_memory: int = 50_000
     dupefilter: Literal["bloom", "set"] = "bloom"
     dupefilter_capacity: int = 1_000_000
     dupefilter_error_rate: float = 0.001
@@ -124,6 +126,7 @@ class Settings:
             "output_batch_items",
             "output_batch_bytes",
             "quality_count_ratio",
+            "frontier_memory",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")

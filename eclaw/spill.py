@@ -1,0 +1,84 @@
+"""The part of the frontier that does not fit in memory: requests waiting in a SQLite file."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eclaw.serial import NotSerialisable, dumps, loads
+
+if TYPE_CHECKING:
+    from eclaw.http import Request
+    from eclaw.spider import Spider
+
+__all__ = ["SpillQueue"]
+
+
+class SpillQueue:
+    """A first-in first-out queue of requests on disk (higher priority first).
+
+    The file lives in a private temporary directory, removed on ``close``;
+    nothing is synced to disk (it is a memory overflow, not a record).
+    Requests that cannot be written as JSON stay with the caller.
+    """
+
+    def __init__(self, spider: Spider) -> None:
+        self._spider = spider
+        self._dir: Path | None = None
+        self._db: sqlite3.Connection | None = None
+        self._count = 0
+        self.spilled = 0  # requests ever written
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _open(self) -> sqlite3.Connection:
+        self._dir = Path(tempfile.mkdtemp(prefix="eclaw-frontier-"))
+        db = sqlite3.connect(self._dir / "frontier.sqlite", isolation_level=None)
+        db.execute("PRAGMA journal_mode=OFF")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("CREATE TABLE queue (id INTEGER PRIMARY KEY, priority INTEGER NOT NULL, record TEXT NOT NULL)")
+        db.execute("CREATE INDEX queue_order ON queue (priority DESC, id)")
+        return db
+
+    def put(self, requests: Sequence[Request]) -> list[Request]:
+        """Write ``requests``; returns those that cannot be stored (they stay in memory)."""
+        rows, kept = [], []
+        for request in requests:
+            try:
+                rows.append((request.priority, dumps(request, self._spider)))
+            except NotSerialisable:
+                kept.append(request)
+        if rows:
+            db = self._db = self._db or self._open()
+            db.execute("BEGIN")
+            db.executemany("INSERT INTO queue (priority, record) VALUES (?, ?)", rows)
+            db.execute("COMMIT")
+            self._count += len(rows)
+            self.spilled += len(rows)
+        return kept
+
+    def take(self, limit: int) -> list[Request]:
+        """Remove and return up to ``limit`` requests, in order."""
+        if not self._count or self._db is None:
+            return []
+        db = self._db
+        rows = db.execute("SELECT id, record FROM queue ORDER BY priority DESC, id LIMIT ?", (limit,)).fetchall()
+        db.execute("BEGIN")
+        db.executemany("DELETE FROM queue WHERE id = ?", [(row[0],) for row in rows])
+        db.execute("COMMIT")
+        self._count -= len(rows)
+        return [loads(record, self._spider) for _, record in rows]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        self._count = 0

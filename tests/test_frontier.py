@@ -1,0 +1,114 @@
+"""The frontier past its in-memory window: requests spill to disk and come back in order;
+request records are plain JSON with callbacks by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
+from eclaw.demo.shop import ShopSpider
+from eclaw.demo.site import expected_products
+from eclaw.scheduler import DefaultScheduler
+from eclaw.serial import NotSerialisable, dumps, loads
+from eclaw.testing import collect
+from tests.conftest import assert_accounted
+
+
+class Site(Spider):
+    name = "site"
+
+    def parse(self, response: Response) -> Any:
+        return None
+
+    def parse_item(self, response: Response, kind: str = "") -> Any:
+        return None
+
+    def failed(self, event: Any) -> Any:
+        return None
+
+
+def test_records_round_trip_with_callbacks_by_name() -> None:
+    spider = Site()
+    request = Request(
+        "http://shop.test/a?b=1",
+        spider.parse_item,
+        method="POST",
+        headers={"X-A": "1"},
+        body=b"\x00\xffdata",
+        meta={"page": 2, "tags": ["x"]},
+        priority=-3,
+        cb_kwargs={"kind": "book"},
+        dont_filter=True,
+        errback=spider.failed,
+        depth=4,
+    )
+    back = loads(dumps(request, spider), spider)
+    for name in ("url", "method", "headers", "body", "meta", "priority", "cb_kwargs", "dont_filter", "depth"):
+        assert getattr(back, name) == getattr(request, name), name
+    assert back.callback == spider.parse_item and back.errback == spider.failed
+    assert dumps(Request("http://shop.test/"), spider) == '{"url":"http://shop.test/"}'  # small on disk
+
+
+def test_what_cannot_be_stored_is_named() -> None:
+    spider = Site()
+    with pytest.raises(NotSerialisable, match="is not a method of the spider"):
+        dumps(Request("http://shop.test/", lambda r: None), spider)
+    with pytest.raises(NotSerialisable, match="cannot be stored"):
+        dumps(Request("http://shop.test/", meta={"when": object()}), spider)
+
+    class Renamed(Spider):
+        name = "renamed"
+
+    with pytest.raises(ConfigError, match="needs callback 'parse_item', which spider 'renamed' does not have"):
+        loads(dumps(Request("http://shop.test/", spider.parse_item), spider), Renamed())
+
+
+async def drain(scheduler: DefaultScheduler) -> list[Request]:
+    out = []
+    while scheduler.pending():
+        request = await scheduler.next_request()
+        assert request is not None
+        out.append(request)
+        await scheduler.release(request)
+    return out
+
+
+async def test_spilled_requests_come_back_in_order() -> None:
+    spider = Site()
+    scheduler = DefaultScheduler()
+    await scheduler.open(spider, Settings(frontier_memory=10, concurrency=1), lambda: None)
+    try:
+        batch = [Request(f"http://shop.test/{n}") for n in range(100)]
+        urgent = Request("http://shop.test/urgent", priority=5)
+        odd = Request("http://shop.test/lambda", lambda r: None)  # cannot be stored: stays in memory
+        assert await scheduler.enqueue([*batch, urgent, odd]) == [None] * 102
+        assert scheduler.pending() == 102 and scheduler._in_memory == 12 and len(scheduler._spill) == 90
+        out = await drain(scheduler)
+    finally:
+        await scheduler.close()
+    urls = [r.url for r in out]
+    assert urls[0] == "http://shop.test/urgent"
+    assert [u for u in urls if u.rsplit("/", 1)[1].isdigit()] == [r.url for r in batch]  # first in, first out
+    assert len(urls) == 102 and scheduler._spill.spilled == 90
+
+
+async def test_a_crawl_with_a_tiny_window_is_complete(demo_url: str) -> None:
+    items, stats = await collect(ShopSpider, settings=Settings(frontier_memory=20), base_url=demo_url)
+    got = sorted(items, key=lambda i: i["sku"])
+    assert [{k: v for k, v in item.items() if k != "url"} for item in got] == expected_products()
+    assert_accounted(stats)
+
+
+async def test_stopped_crawl_counts_spilled_requests_as_pending(demo_url: str) -> None:
+    engine = Engine(Settings(frontier_memory=50, concurrency=2))
+
+    class Stops(ShopSpider):
+        def parse(self, response: Response) -> Any:
+            yield from (Request(f"{self.base_url}/product/{n}", self.parse_product) for n in range(1, 400))
+            engine.stop("enough")
+
+    _, stats = await collect(Stops, engine=engine, base_url=demo_url)
+    assert stats.finish_reason == "enough" and stats.requests_pending > 300
+    assert_accounted(stats)
