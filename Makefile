@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench soak clean test-servers
+.PHONY: install demo test lint bench soak frontier clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench: $(STAMP)
 ## soak: 10 minutes against an endless local site full of faults, sampling RSS (not in CI)
 soak: $(STAMP)
 	$(BIN)/python -m bench.soak $(SOAK_ARGS)
+
+## frontier: peak RSS of a crawl that discovers 1,000,000 URLs (the frontier spills to disk)
+frontier: $(STAMP)
+	$(BIN)/python -m bench.frontier $(FRONTIER_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl

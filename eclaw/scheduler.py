@@ -152,10 +152,21 @@ class DefaultScheduler:
             bool(self._window) and request.priority <= 0 and (len(self._spill) > 0 or self._in_memory >= self._window)
         )
 
-    def _refill(self) -> None:
-        for request in self._spill.take(max(1, self._window // 2)):
+    def _refill(self, host: str | None = None, limit: int = 0) -> None:
+        for request in self._spill.take(limit or max(1, self._window // 2), host):
             self._pending -= 1
             self._push(request)
+
+    def _refill_idle_hosts(self) -> None:
+        """Nothing in memory can start (its hosts wait out a delay or are at their limit) while
+        other hosts' requests wait on disk: bring some of those back, whatever the window."""
+        limit = self._settings.concurrency_per_domain * 4
+        for host in itertools.islice(list(self._spill.hosts), 256):
+            slot = self._slots.get(host)
+            if slot is None or (not slot.heap and slot.timer is None):
+                self._refill(host, limit)
+                if self._ready:
+                    return
 
     def _push(self, request: Request) -> None:
         host = url_host(request.url)
@@ -207,7 +218,11 @@ class DefaultScheduler:
     async def next_request(self) -> Request | None:
         if len(self._spill) and self._in_memory < self._window // 2:
             self._refill()
-        if self._active >= self._settings.concurrency or not self._ready:
+        if self._active >= self._settings.concurrency:
+            return None
+        if not self._ready and len(self._spill):
+            self._refill_idle_hosts()
+        if not self._ready:
             return None
         _, _, slot = heapq.heappop(self._ready)
         slot.queued = False

@@ -5,11 +5,13 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eclaw.serial import NotSerialisable, dumps, loads
+from eclaw.urls import url_host
 
 if TYPE_CHECKING:
     from eclaw.http import Request
@@ -19,7 +21,7 @@ __all__ = ["SpillQueue"]
 
 
 class SpillQueue:
-    """A first-in first-out queue of requests on disk (higher priority first).
+    """A first-in first-out queue of requests on disk (higher priority first), by host too.
 
     The file lives in a private temporary directory, removed on ``close``;
     nothing is synced to disk (it is a memory overflow, not a record).
@@ -32,6 +34,7 @@ class SpillQueue:
         self._db: sqlite3.Connection | None = None
         self._count = 0
         self.spilled = 0  # requests ever written
+        self.hosts: Counter[str] = Counter()  # requests waiting on disk, per host
 
     def __len__(self) -> int:
         return self._count
@@ -41,8 +44,12 @@ class SpillQueue:
         db = sqlite3.connect(self._dir / "frontier.sqlite", isolation_level=None)
         db.execute("PRAGMA journal_mode=OFF")
         db.execute("PRAGMA synchronous=OFF")
-        db.execute("CREATE TABLE queue (id INTEGER PRIMARY KEY, priority INTEGER NOT NULL, record TEXT NOT NULL)")
+        db.execute(
+            "CREATE TABLE queue (id INTEGER PRIMARY KEY, host TEXT NOT NULL, priority INTEGER NOT NULL,"
+            " record TEXT NOT NULL)"
+        )
         db.execute("CREATE INDEX queue_order ON queue (priority DESC, id)")
+        db.execute("CREATE INDEX queue_by_host ON queue (host, priority DESC, id)")
         return db
 
     def put(self, requests: Sequence[Request]) -> list[Request]:
@@ -50,29 +57,41 @@ class SpillQueue:
         rows, kept = [], []
         for request in requests:
             try:
-                rows.append((request.priority, dumps(request, self._spider)))
+                host = url_host(request.url)
+                rows.append((host, request.priority, dumps(request, self._spider)))
             except NotSerialisable:
                 kept.append(request)
+                continue
+            self.hosts[host] += 1
         if rows:
             db = self._db = self._db or self._open()
             db.execute("BEGIN")
-            db.executemany("INSERT INTO queue (priority, record) VALUES (?, ?)", rows)
+            db.executemany("INSERT INTO queue (host, priority, record) VALUES (?, ?, ?)", rows)
             db.execute("COMMIT")
             self._count += len(rows)
             self.spilled += len(rows)
         return kept
 
-    def take(self, limit: int) -> list[Request]:
-        """Remove and return up to ``limit`` requests, in order."""
+    def take(self, limit: int, host: str | None = None) -> list[Request]:
+        """Remove and return up to ``limit`` requests in order (only ``host``'s, if given)."""
         if not self._count or self._db is None:
             return []
         db = self._db
-        rows = db.execute("SELECT id, record FROM queue ORDER BY priority DESC, id LIMIT ?", (limit,)).fetchall()
+        if host is None:
+            query, args = "SELECT id, host, record FROM queue ORDER BY priority DESC, id LIMIT ?", (limit,)
+        else:
+            query = "SELECT id, host, record FROM queue WHERE host = ? ORDER BY priority DESC, id LIMIT ?"
+            args = (host, limit)  # type: ignore[assignment]
+        rows = db.execute(query, args).fetchall()
         db.execute("BEGIN")
         db.executemany("DELETE FROM queue WHERE id = ?", [(row[0],) for row in rows])
         db.execute("COMMIT")
         self._count -= len(rows)
-        return [loads(record, self._spider) for _, record in rows]
+        for _, row_host, _ in rows:
+            self.hosts[row_host] -= 1
+            if not self.hosts[row_host]:
+                del self.hosts[row_host]
+        return [loads(record, self._spider) for _, _, record in rows]
 
     def close(self) -> None:
         if self._db is not None:
@@ -82,3 +101,4 @@ class SpillQueue:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
         self._count = 0
+        self.hosts.clear()

@@ -112,3 +112,25 @@ async def test_stopped_crawl_counts_spilled_requests_as_pending(demo_url: str) -
     _, stats = await collect(Stops, engine=engine, base_url=demo_url)
     assert stats.finish_reason == "enough" and stats.requests_pending > 300
     assert_accounted(stats)
+
+
+async def test_a_host_stuck_behind_its_delay_does_not_starve_spilled_hosts() -> None:
+    spider = Site()
+    scheduler = DefaultScheduler()
+    await scheduler.open(spider, Settings(frontier_memory=10, concurrency=4), lambda: None)
+    scheduler.set_delay("slow.test", 3600)
+    try:
+        await scheduler.enqueue([Request(f"http://slow.test/{n}") for n in range(30)])
+        await scheduler.enqueue([Request(f"http://fast.test/{n}") for n in range(30)])
+        assert len(scheduler._spill) == 50  # the window is full of slow.test's requests
+        got = []
+        for _ in range(31):
+            request = await scheduler.next_request()
+            assert request is not None
+            got.append(request.url)
+            await scheduler.release(request)
+        assert got[0] == "http://slow.test/0"  # then slow.test waits an hour...
+        assert got[1:] == [f"http://fast.test/{n}" for n in range(30)]  # ...and fast.test comes back from disk
+        assert await scheduler.next_request() is None and scheduler.pending() == 29
+    finally:
+        await scheduler.close()
