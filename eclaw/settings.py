@@ -45,7 +45,8 @@ class Settings:
         frontier_memory: pending requests kept in memory; more wait on disk (0 = no limit).
         dupefilter: ``"bloom"`` (bounded memory) or ``"set"`` (exact, small crawls).
         dupefilter_capacity: URLs the Bloom filter is sized for; it grows past it.
-        dupefilter_error_rate: Bloom filter false-positive rate.
+        dupefilter_error_rate: Bloom filter false-positive rate: the share of new URLs
+            wrongly dropped as duplicates (one in a million by default).
         dead_letter: JSONL file for items no pipeline could store.
         store: the SQLite store (``{spider}``, ``{run_key}``, ``{date}`` filled in):
             items go there when no output is given (CLI, ``eclaw.run``), and every
@@ -85,7 +86,7 @@ class Settings:
     frontier_memory: int = 50_000
     dupefilter: Literal["bloom", "set"] = "bloom"
     dupefilter_capacity: int = 1_000_000
-    dupefilter_error_rate: float = 0.001
+    dupefilter_error_rate: float = 1e-6
     dead_letter: str = "eclaw-dead-letter.jsonl"
     store: str = "eclaw-data/{spider}.sqlite"
     run_key: str = "default"
