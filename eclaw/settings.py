@@ -83,7 +83,7 @@ class Settings:
     user_agent: str = ""
     cookies: bool = True
     verify_tls: bool = True
-    frontier_memory: int = 50_000
+    frontier_memory: int = 10_000
     dupefilter: Literal["bloom", "set"] = "bloom"
     dupefilter_capacity: int = 1_000_000
     dupefilter_error_rate: float = 1e-6
