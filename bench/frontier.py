@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from bench.site import app_process
 from eclaw import CloseSpider, Engine, Request, Response, Settings, Spider
 
 CHAINS, FANOUT = 64, 20
@@ -114,16 +112,8 @@ def main() -> None:
     if args.serve:
         web.run_app(site(), host="127.0.0.1", port=args.serve, print=None, access_log=None)
         return
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "bench.frontier", "--serve", str(port)])
-    try:
-        time.sleep(1.5)
-        result = asyncio.run(run(f"http://127.0.0.1:{port}", args.urls, args.frontier_memory))
-    finally:
-        server.terminate()
-        server.wait()
+    with app_process("bench.frontier") as base:
+        result = asyncio.run(run(base, args.urls, args.frontier_memory))
     for key, value in result.items():
         print(f"{key:18} {value}")
 

@@ -195,3 +195,23 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
             return
         time.sleep(0.05)
     raise RuntimeError(f"site server did not listen on {port}")
+
+
+@contextlib.contextmanager
+def app_process(module: str) -> Iterator[str]:
+    """Run ``python -m module --serve PORT`` (an aiohttp site of a benchmark) in its own
+    process, so only the crawler's memory is measured; yields its base URL."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", module, "--serve", str(port)])
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError(f"the {module} site did not start")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait()

@@ -17,8 +17,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bench.site import app_process
 from eclaw import Engine, Response, Settings, Spider
 from eclaw.middlewares import Retry, UserAgent
 
@@ -131,22 +130,11 @@ def main() -> None:
     if args.serve:
         web.run_app(site(), host="127.0.0.1", port=args.serve, print=None, access_log=None)
         return
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "bench.soak", "--serve", str(port)])
-    try:
-        time.sleep(1.5)
-        with tempfile.TemporaryDirectory() as tmp:
-            result = asyncio.run(soak(f"http://127.0.0.1:{port}", args.minutes, args.concurrency, Path(tmp)))
-        summary = report(result, args.minutes)
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "soak.json").write_text(json.dumps({"summary": summary, "samples": result["samples"]}, indent=1))
-    finally:
-        server.terminate()
-        server.wait()
+    with app_process("bench.soak") as base, tempfile.TemporaryDirectory() as tmp:
+        result = asyncio.run(soak(base, args.minutes, args.concurrency, Path(tmp)))
+    summary = report(result, args.minutes)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "soak.json").write_text(json.dumps({"summary": summary, "samples": result["samples"]}, indent=1))
 
 
 if __name__ == "__main__":
