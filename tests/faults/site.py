@@ -124,7 +124,7 @@ class FaultSite:
 
     async def slow_first(self, request: web.Request) -> web.Response:
         if self.hits[request.path] == 1:
-            await asyncio.sleep(6)  # past the crawl's timeout
+            await asyncio.sleep(8)  # past the crawl's timeout
         return await self.leaf(request)
 
     async def reset_mid_body(self, request: web.Request) -> web.StreamResponse:

@@ -47,7 +47,7 @@ async def failing_handler(event: ResponseDownloaded) -> None:
 
 
 def fault_engine() -> tuple[Engine, list[RequestFailed]]:
-    settings = Settings(timeout=3.0, max_response_size=1024 * 1024, concurrency=16)
+    settings = Settings(timeout=4.0, max_response_size=1024 * 1024, concurrency=16)
     engine = Engine(
         settings,
         middlewares=[Retry(3, base=0.01, cap=0.05), UserAgent(), raise_on],
