@@ -10,6 +10,7 @@ file gone) is undone and raises, so the item is dead-lettered, never half-writte
 
 from __future__ import annotations
 
+import abc
 import csv
 import datetime as dt
 import io
@@ -44,8 +45,11 @@ def resolve_path(template: str | Path, spider: str, run_key: str, batch: int | N
     return Path(text)
 
 
-class FileExporter:
-    """Base of the file exporters: placeholders, rotation, write-through with undo on failure."""
+class FileExporter(abc.ABC):
+    """Base of the file exporters: placeholders, rotation, write-through with undo on failure.
+
+    A format subclasses it and defines :meth:`encode` (and :meth:`header` / :meth:`footer` if it has them).
+    """
 
     def __init__(
         self, path: str | Path, *, run_key: str = "default", batch_items: int = 0, batch_bytes: int = 0
@@ -138,8 +142,9 @@ class FileExporter:
     def footer(self) -> bytes:
         return b""
 
+    @abc.abstractmethod
     def encode(self, row: dict[str, Any]) -> bytes:
-        raise NotImplementedError  # abstract: every exporter defines its format
+        """One item's bytes in this format."""
 
 
 class JsonLinesExporter(FileExporter):
