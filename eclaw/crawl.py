@@ -48,6 +48,7 @@ from eclaw.quality import RunRecorder
 from eclaw.scheduler import Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
+from eclaw.state import CrawlState, Saved, restore_outputs, save_outputs
 from eclaw.stats import Stats
 from eclaw.urls import redact_url
 
@@ -71,9 +72,11 @@ class Crawl:
         pipelines: list[ItemPipeline],
         handlers: Callable[[type[Event]], tuple[Handler, ...]],
         runs: RunRecorder | None = None,
+        state: CrawlState | None = None,
     ) -> None:
         self.spider = spider
         self._runs = runs
+        self._state = state
         self.settings = settings
         self.stats = Stats(spider=spider.name)
         self.scheduler = scheduler
@@ -86,6 +89,7 @@ class Crawl:
         self._dead_letter = DeadLetter(settings.dead_letter)
         self._failures = FailureLog(settings.failures)
         self._retrying = RetryQueue(self._retry_due)
+        self._logs = {"failures": self._failures, "dead letter": self._dead_letter}
         self._wakeup = asyncio.Event()
         stats = self.stats
         self.bus = EventBus(
@@ -112,6 +116,10 @@ class Crawl:
         self._downloads: dict[asyncio.Task[None], Request] = {}
         self._busy = 0  # parse/errback tasks and items inside pipelines
         self._start_done = False
+        self._start_exhausted = False  # every start request was taken (a resumed crawl skips them)
+        self._hold: asyncio.Event | None = None  # set while a checkpoint waits for callbacks to end
+        self._gated = 0  # callbacks waiting for a checkpoint to end
+        self._ran = False  # the loop came to its end (not cancelled, not failed)
         self._drained = asyncio.Event()  # start requests wait on it when the frontier is full
         self._low_water = -1
         self._start_error: BaseException | None = None
@@ -150,15 +158,24 @@ class Crawl:
     # -- main loop ------------------------------------------------------------------
 
     async def run(self) -> Stats:
+        saved = await self._open_state() if self._state is not None else None
+        if saved is not None and saved.status == "finished":
+            return self.stats
         try:
             if self._runs is not None:
                 await self._runs.start(self.spider, self.settings)
             await self._components.open(self, self._wakeup.set)
             self.emit(SpiderOpened(spider=self.spider))
-            self._spawn(self._feed_start_requests())
+            if saved is not None and saved.status != "new":
+                await self._resume(saved)
+            if saved is not None and saved.start_done:
+                self._start_done = self._start_exhausted = True
+            else:
+                self._spawn(self._feed_start_requests())
             pipeline_task = asyncio.create_task(self._items.run())
             self._tasks.add(pipeline_task)
             await self._loop()
+            self._ran = True
             if not self.stats.finish_reason:
                 self.stats.finish_reason = "finished"
         except asyncio.CancelledError:
@@ -173,6 +190,9 @@ class Crawl:
     async def _loop(self) -> None:
         while True:
             await self.bus.drain()
+            if self._state is not None and self._state.due() and not self._stopping:
+                await self._checkpoint("running")
+                continue
             if not self._stopping:
                 await self._pump()
             if self._stopping or self.scheduler.pending() <= self._low_water:
@@ -189,8 +209,10 @@ class Crawl:
             await self._wakeup.wait()
 
     def _check_idle(self) -> None:
-        """Wake the loop when work may have run out (it then checks for the end)."""
+        """Wake the loop when work may have run out (it then checks for the end), or a checkpoint may go on."""
         if not self._downloads and not self._busy and not self._items and not self._retrying:
+            self._wakeup.set()
+        elif self._hold is not None and self._busy == self._gated and not self._items:
             self._wakeup.set()
 
     def _idle(self) -> bool:
@@ -239,6 +261,8 @@ class Crawl:
                 await self._submit(request, None)
                 if self.scheduler.pending() > high_water:
                     await self._frontier_drained(high_water)
+            else:
+                self._start_exhausted = True
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -271,6 +295,9 @@ class Crawl:
     async def _enqueue(self, requests: list[Request], *, retry: bool = False) -> None:
         if not retry:  # a retry is the same request again: counted once, when generated
             self.stats.requests_generated += len(requests)
+        state = self._state
+        if state is not None:
+            state.assign(requests)
         try:
             reasons = await self.scheduler.enqueue(requests)
         except Exception as exc:
@@ -278,6 +305,13 @@ class Crawl:
             for request in requests:
                 self.emit(RequestFailed(request=request, reason="scheduler error", error=exc))
             return
+        if state is not None:
+            for request, reason in zip(requests, reasons, strict=True):
+                if reason is None:
+                    if not retry:  # a retry was saved as changed when it was asked for
+                        state.accepted(request)
+                elif retry:
+                    state.done(request)
         if self._watched[RequestDropped]:
             for request, reason in zip(requests, reasons, strict=True):
                 if reason is not None:
@@ -309,8 +343,13 @@ class Crawl:
             response = await self._fetch(request)
         except IgnoreRequest as exc:
             self._drop(request, exc.reason)
+            if self._state is not None:
+                self._state.done(request)
         except RetryRequest as exc:
             self.stats.retries += 1
+            if self._state is not None:
+                exc.request._id = exc.request._id or request._id
+                self._state.accepted(exc.request)
             self.emit(
                 RequestFailed(
                     request=request, reason=exc.reason, error=exc.error, attempt=attempts_of(request), final=False
@@ -360,20 +399,27 @@ class Crawl:
         request = response.request
         counts = [0, 0]
         try:
+            if self._hold is not None:
+                await self._gate()
             await self._collect(self.parser.parse(response, self.spider), request, response, counts)
         except CloseSpider as exc:
             self.stop(f"closespider: {exc.reason}")
-            self.bus.signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+            self._parsed(request, response, counts)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
             self.emit(RequestFailed(request=request, reason=f"callback error: {type(exc).__name__}", error=exc))
         else:
-            self.bus.signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+            self._parsed(request, response, counts)
         finally:
             self._busy -= 1
             self._check_idle()
+
+    def _parsed(self, request: Request, response: Response, counts: list[int]) -> None:
+        self.bus.signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+        if self._state is not None:
+            self._state.done(request)
 
     async def _collect(
         self,
@@ -432,6 +478,8 @@ class Crawl:
     async def _on_failed(self, event: RequestFailed) -> None:
         if not event.final:
             return
+        if self._state is not None:
+            self._state.done(event.request)
         self.stats.add_failed(event.reason)
         self._failures.record(event.request, event.reason, event.error)
         if event.request.errback is not None:
@@ -441,6 +489,8 @@ class Crawl:
     async def _recover(self, event: RequestFailed) -> None:
         response = event.error.response if isinstance(event.error, HttpError) else None
         try:
+            if self._hold is not None:
+                await self._gate()
             await self._collect(self.parser.recover(event, self.spider), event.request, response, [0, 0])
         except asyncio.CancelledError:
             raise
@@ -460,6 +510,101 @@ class Crawl:
             self._runs.observe(event.item)
         self._items.submit(event)
 
+    # -- saved state ----------------------------------------------------------------
+
+    async def _open_state(self) -> Saved:
+        assert self._state is not None
+        saved = await self._state.open(self._wakeup.set)
+        self.stats.restore(saved.stats)
+        if saved.status == "finished":
+            await self._state.close()
+            self.stats.finish_reason = "already finished"
+            self.stats.finished_at = time.time()
+            logger.info("crawl %r in %s had already finished: nothing to do", self.spider.name, self._state.directory)
+        else:
+            restore_outputs(self.pipelines, self._logs, saved.outputs)
+        return saved
+
+    async def _resume(self, saved: Saved) -> None:
+        assert self._state is not None
+        dupefilter = getattr(self.scheduler, "dupefilter", None)
+        if saved.dupefilter is not None and hasattr(dupefilter, "load"):
+            dupefilter.load(saved.dupefilter)
+        logger.info(
+            "resuming crawl %r from %s (%s): %d requests to fetch",
+            self.spider.name,
+            self._state.directory,
+            saved.status,
+            saved.pending,
+        )
+        async for batch in self._state.pending_requests():
+            for request in batch:
+                request.dont_filter = True  # checked and counted before the pause
+            await self._enqueue(batch, retry=True)
+
+    async def _gate(self) -> None:
+        """Wait while a checkpoint is taken (callbacks would add items to the outputs)."""
+        self._gated += 1
+        self._check_idle()
+        try:
+            while self._hold is not None:
+                await self._hold.wait()
+        finally:
+            self._gated -= 1
+
+    async def _checkpoint(self, status: str) -> None:
+        """Save the crawl at a barrier: no callback running, every parsed item through the pipelines."""
+        state = self._state
+        assert state is not None
+        await state.saved()
+        hold = self._hold = asyncio.Event()
+        try:
+            while True:
+                await self.bus.drain()
+                if self._busy == self._gated and not self._items:
+                    for pipeline in self.pipelines:
+                        flush = getattr(pipeline, "flush", None)
+                        if flush is not None:
+                            await flush()
+                    if not self.bus and not self._items:
+                        break
+                    continue
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            dupefilter = getattr(self.scheduler, "dupefilter", None)
+            snapshot = state.snapshot(
+                status=status,
+                stats=self.stats.as_dict(),
+                start_done=self._start_exhausted,
+                outputs=save_outputs(self.pipelines, self._logs),
+                dupefilter=dupefilter.dump() if hasattr(dupefilter, "dump") else None,
+            )
+        finally:
+            self._hold = None
+            hold.set()
+        await state.save(snapshot)
+
+    async def _close_state(self) -> None:
+        """The last checkpoint (if the loop came to its end: a consistent point), then release the directory."""
+        assert self._state is not None
+        try:
+            if self._ran:
+                reason = self.stats.finish_reason
+                finished = reason == "finished" or reason.startswith("closespider")
+                await self._checkpoint("finished" if finished else "paused")
+                await self._state.saved()
+                if not finished:
+                    logger.warning(
+                        "crawl %r paused (%s): state saved in %s; run it again to resume",
+                        self.spider.name,
+                        reason,
+                        self._state.directory,
+                    )
+        except Exception as exc:  # the previous checkpoint stands: a resume goes on from there
+            logger.error("could not save the crawl state in %s: %s", self._state.directory, exc)
+        finally:
+            await self._state.close()
+
     # -- shutdown -------------------------------------------------------------------
 
     async def _close(self) -> None:
@@ -471,6 +616,8 @@ class Crawl:
         if tasks:
             await asyncio.wait(tasks)
         self.stats.requests_pending += self.scheduler.pending() + self._retrying.cancel_all()
+        if self._state is not None:
+            await self._close_state()
         await self._components.close()
         self._dead_letter.close()
         self._failures.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Protocol, runtime_checkable
 
 from pybloom_live import ScalableBloomFilter
@@ -39,6 +40,19 @@ class BloomDupeFilter:
     def __len__(self) -> int:
         return self._count
 
+    def dump(self) -> bytes:
+        """The filter as bytes (pybloom-live's file format, then the count)."""
+        buffer = io.BytesIO()
+        self._bloom.tofile(buffer)
+        buffer.seek(0, io.SEEK_END)  # tofile leaves the position at its header
+        buffer.write(self._count.to_bytes(8, "little"))
+        return buffer.getvalue()
+
+    def load(self, data: bytes) -> None:
+        """Replace the filter with one made by :meth:`dump`."""
+        self._bloom = ScalableBloomFilter.fromfile(io.BytesIO(data[:-8]))
+        self._count = int.from_bytes(data[-8:], "little")
+
     def __repr__(self) -> str:
         return f"BloomDupeFilter(seen={self._count})"
 
@@ -56,6 +70,19 @@ class SetDupeFilter:
 
     def __len__(self) -> int:
         return len(self._seen)
+
+    def dump(self) -> bytes:
+        """The fingerprints as bytes (length-prefixed)."""
+        return b"".join(len(fp).to_bytes(1, "little") + fp for fp in self._seen)
+
+    def load(self, data: bytes) -> None:
+        """Replace the set with one made by :meth:`dump`."""
+        seen, view, at = set(), memoryview(data), 0
+        while at < len(view):
+            size = view[at]
+            seen.add(bytes(view[at + 1 : at + 1 + size]))
+            at += 1 + size
+        self._seen = seen
 
     def __repr__(self) -> str:
         return f"SetDupeFilter(seen={len(self._seen)})"

@@ -14,15 +14,17 @@ from eclaw.crawl import Crawl, Handler
 from eclaw.downloader import Downloader, HttpDownloader
 from eclaw.events import Event
 from eclaw.exceptions import ConfigError
-from eclaw.exporters import exporter_for
+from eclaw.exporters import exporter_for, resolve_path
 from eclaw.middleware import Middleware
 from eclaw.middlewares import defaults
+from eclaw.parquet import ParquetExporter
 from eclaw.parser import CallbackParser, Parser
 from eclaw.pipeline import as_pipeline
 from eclaw.quality import RunRecorder
 from eclaw.scheduler import DefaultScheduler, Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
+from eclaw.state import CrawlState
 from eclaw.stats import Stats
 from eclaw.store import RunLog
 
@@ -54,6 +56,8 @@ class Engine:
         scheduler: factory of a :class:`~eclaw.scheduler.Scheduler` per crawl.
         downloader: factory of a :class:`~eclaw.downloader.Downloader` per crawl.
         parser: the :class:`~eclaw.parser.Parser`.
+        state_dir: where each crawl saves its state to resume after a pause or
+            a crash (the ``state_dir`` setting; see :mod:`eclaw.state`).
 
     Use it inside a running event loop::
 
@@ -73,9 +77,12 @@ class Engine:
         scheduler: Callable[[], Scheduler] = DefaultScheduler,
         downloader: Callable[[], Downloader] = HttpDownloader,
         parser: Parser | None = None,
+        state_dir: str | Path | None = None,
     ) -> None:
         self.settings = settings if settings is not None else Settings()
         self._overrides = dict(overrides or {})
+        if state_dir is not None:
+            self._overrides["state_dir"] = str(state_dir)
         self.settings.replace(self._overrides)  # fail now on a bad override
         self._middlewares = None if middlewares is None else list(middlewares)
         for middleware in self._middlewares or ():
@@ -178,6 +185,21 @@ class Engine:
         pipelines += [
             exporter_for(o, **options) if isinstance(o, str | Path) else as_pipeline(o) for o in self._outputs
         ]
+        state = None
+        if settings.state_dir:
+            resolved = str(resolve_path(settings.state_dir, instance.name, settings.run_key))
+            for pipeline in pipelines:
+                if isinstance(pipeline, ParquetExporter):
+                    raise ConfigError(
+                        f"{pipeline!r}: Parquet files cannot be resumed; with --state write .jsonl, .csv or"
+                        " .sqlite (and convert once the crawl is done)"
+                    )
+            state = CrawlState(
+                resolved,
+                instance,
+                interval=settings.checkpoint_interval,
+                max_new=settings.checkpoint_requests,
+            )
         return Crawl(
             instance,
             settings,
@@ -188,6 +210,7 @@ class Engine:
             pipelines=pipelines,
             handlers=self._handlers_for,
             runs=RunRecorder(RunLog(self._store)) if self._store else None,
+            state=state,
         )
 
     def _middlewares_for(self, settings: Settings) -> list[Middleware]:

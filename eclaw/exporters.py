@@ -70,6 +70,7 @@ class FileExporter(abc.ABC):
         self._fd: int | None = None
         self._size = 0  # bytes in the current file
         self._in_file = 0  # items in the current file
+        self._resume: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.template!r})"
@@ -84,7 +85,42 @@ class FileExporter(abc.ABC):
 
     async def open(self, spider: Spider) -> None:
         self._spider = spider.name
-        self._open_file(1)
+        if self._resume is None:
+            self._open_file(1)
+        else:
+            self._reopen(self._resume)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Where the output stands, for a saved crawl (see :mod:`eclaw.state`)."""
+        return {
+            "path": str(self.path),
+            "paths": [str(p) for p in self.paths],
+            "offset": self._size,
+            "items": self.count,
+            "in_file": self._in_file,
+        }
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue a saved crawl's output from its checkpoint when opened."""
+        self._resume = saved
+
+    def _reopen(self, saved: dict[str, Any]) -> None:
+        path, offset = Path(saved["path"]), int(saved["offset"])
+        size = path.stat().st_size if path.exists() else -1
+        if size < offset:
+            raise ConfigError(
+                f"output {path} is shorter than the saved crawl wrote ({max(size, 0)} < {offset} bytes):"
+                " it was changed; remove the state directory to start over"
+            )
+        self._fd = os.open(path, os.O_WRONLY)
+        os.ftruncate(self._fd, offset)  # the items after the checkpoint are written again
+        os.lseek(self._fd, offset, os.SEEK_SET)
+        self.path, self.paths = path, [Path(p) for p in saved["paths"]]
+        self._size, self._in_file, self.count = offset, int(saved["in_file"]), int(saved["items"])
+        batch = len(self.paths) + 1
+        while self.rotating and (later := resolve_path(self.template, self._spider, self.run_key, batch)).exists():
+            later.unlink()  # a file begun after the checkpoint
+            batch += 1
 
     def _open_file(self, batch: int) -> None:
         self.path = resolve_path(self.template, self._spider, self.run_key, batch if self.rotating else None)
@@ -129,6 +165,7 @@ class FileExporter(abc.ABC):
         if self._fd is not None:
             try:
                 self._write(self.footer())
+                os.fsync(self._fd)
             finally:
                 os.close(self._fd)
                 self._fd = None
@@ -183,6 +220,14 @@ class CsvExporter(FileExporter):
     def _open_file(self, batch: int) -> None:
         super()._open_file(batch)
         self._wrote_header = False
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {**super().checkpoint(), "fields": self.fields}
+
+    def _reopen(self, saved: dict[str, Any]) -> None:
+        super()._reopen(saved)
+        self.fields = saved.get("fields") or self.fields
+        self._wrote_header = self._in_file > 0
 
     def encode(self, row: dict[str, Any]) -> bytes:
         if self.fields is None:

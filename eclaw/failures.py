@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,21 @@ class JsonLines:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        """The file's committed length, for a saved crawl."""
+        if self.path is None:
+            return None
+        if self._file is not None:
+            return {"path": str(self.path), "offset": self._file.tell()}
+        return {"path": str(self.path), "offset": self.path.stat().st_size if self.path.exists() else 0}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Cut the file back to a saved crawl's committed length (the lines after it are written again)."""
+        if self.path is None or Path(saved["path"]) != self.path or self._file is not None:
+            return
+        if self.path.exists() and self.path.stat().st_size > saved["offset"]:
+            os.truncate(self.path, saved["offset"])
 
 
 def attempts_of(request: Request) -> int:

@@ -53,6 +53,7 @@ class Request:
     __slots__ = (
         "_cb_kwargs",
         "_headers",
+        "_id",
         "_meta",
         "body",
         "callback",
@@ -106,6 +107,7 @@ class Request:
         self.dont_filter = dont_filter
         self.errback = errback
         self.depth = depth
+        self._id = 0  # its row in a saved crawl's state (0: none); kept by replace()
         if callback is not None and not callable(callback):
             raise TypeError(f"Request callback must be callable, got {callback!r}")
         if errback is not None and not callable(errback):
@@ -165,7 +167,9 @@ class Request:
         fields["headers"] = dict(self.headers)
         fields["cb_kwargs"] = dict(self.cb_kwargs)
         fields.update(changes)
-        return Request(**fields, _safe="url" not in changes)
+        new = Request(**fields, _safe="url" not in changes)
+        new._id = self._id
+        return new
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.url}>"

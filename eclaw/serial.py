@@ -44,6 +44,8 @@ def dumps(request: Request, spider: Spider) -> str:
         record["depth"] = request.depth
     if request.dont_filter:
         record["dont_filter"] = True
+    if request._id:
+        record["id"] = request._id
     try:
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -65,7 +67,7 @@ def loads(text: str, spider: Spider) -> Request:
                 )
             callbacks[name] = method
     body = base64.b64decode(record["body"]) if "body" in record else b""
-    return Request(
+    request = Request(
         url,
         callbacks.get("callback"),
         method=record.get("method", "GET"),
@@ -79,6 +81,8 @@ def loads(text: str, spider: Spider) -> Request:
         depth=record.get("depth", 0),
         _safe=True,
     )
+    request._id = record.get("id", 0)
+    return request
 
 
 def _method_name(func: Any, spider: Spider, kind: str) -> str:

@@ -67,6 +67,11 @@ class Settings:
         proxies: ``Proxy`` middleware source: comma-separated proxy URLs, a
             file of them (``@path``), or ``env`` for ``HTTP(S)_PROXY``; empty is off.
         shutdown_timeout: seconds in-flight downloads get after a stop request.
+        state_dir: directory where the crawl saves its state (frontier, dupe
+            filter, output offsets, stats) to resume after a pause or a crash;
+            empty is off (CLI ``--state DIR``).
+        checkpoint_interval: seconds between two saves of the state.
+        checkpoint_requests: new requests that trigger a save before the interval is up.
         log_level: logging level name used by the CLI.
     """
 
@@ -101,6 +106,9 @@ class Settings:
     http_cache: str = ""
     proxies: str = ""
     shutdown_timeout: float = 10.0
+    state_dir: str = ""
+    checkpoint_interval: float = 5.0
+    checkpoint_requests: int = 20_000
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     def __post_init__(self) -> None:
@@ -115,6 +123,7 @@ class Settings:
             "max_response_size",
             "dupefilter_capacity",
             "max_url_length",
+            "checkpoint_requests",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name!r} must be at least 1, got {getattr(self, name)!r}")
@@ -131,7 +140,7 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
-        for name in ("connect_timeout", "read_timeout", "timeout"):
+        for name in ("connect_timeout", "read_timeout", "timeout", "checkpoint_interval"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name!r} must be positive, got {getattr(self, name)!r}")
         if not 0 < self.dupefilter_error_rate < 1:

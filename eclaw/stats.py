@@ -9,6 +9,8 @@ from typing import Any
 
 __all__ = ["Stats"]
 
+_PER_RUN = frozenset({"started_at", "finished_at", "finish_reason", "requests_pending", "quality"})
+
 
 @dataclasses.dataclass(slots=True)
 class Stats:
@@ -81,6 +83,18 @@ class Stats:
                 data[key] = {str(k): v for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
         data["elapsed"] = round(self.elapsed, 3)
         return data
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Go on from counts saved with :meth:`as_dict` (a resumed crawl); times,
+        finish reason and pending requests stay this run's own."""
+        for field in dataclasses.fields(self):
+            if field.name not in data or field.name in _PER_RUN:
+                continue
+            value = data[field.name]
+            if isinstance(getattr(self, field.name), Counter):
+                convert = int if field.name == "status_counts" else str
+                value = Counter({convert(key): count for key, count in value.items()})
+            setattr(self, field.name, value)
 
     def summary(self) -> str:
         """A readable table of the counts."""

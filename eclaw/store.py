@@ -114,6 +114,8 @@ class SqliteStore:
         self._pending: list[tuple[str, str | None, str, str, Any]] = []
         self._last_commit = 0.0
         self._run_id = 0
+        self._last_row = 0  # highest item row id committed
+        self._resume: dict[str, Any] | None = None
         self._crawl: CrawlContext | None = None
 
     def __repr__(self) -> str:
@@ -136,6 +138,29 @@ class SqliteStore:
             raise ConfigError(f"cannot open the store {self.path}: {exc}") from None
         self._run_id = int(time.time() * 1e6)  # orders this run's key-less rows after older ones
         self._last_commit = time.monotonic()
+        if self._resume is not None:  # a saved crawl goes on: its run, without the rows after its checkpoint
+            self._run_id, self._last_row = int(self._resume["run_id"]), int(self._resume["last_row"])
+            await self._writer.run(self._cut_back)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """This run and its last committed row, for a saved crawl (call :meth:`flush` first)."""
+        return {"run_id": self._run_id, "last_row": self._last_row}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue a saved crawl's run when opened."""
+        self._resume = saved
+
+    async def flush(self) -> None:
+        """Commit the items waiting for the next batch."""
+        await self._commit()
+
+    def _cut_back(self) -> None:
+        db = self._writer.db
+        assert db is not None
+        with db:  # key-less rows stored after the checkpoint are stored again; keyed rows are upserts anyway
+            db.execute(
+                "DELETE FROM items WHERE key IS NULL AND run_id = ? AND id > ?", (self._run_id, self._last_row)
+            )
 
     async def process_item(self, item: Any, spider: Spider) -> Any:
         data = item_to_dict(item)
@@ -203,6 +228,7 @@ class SqliteStore:
                 else:
                     db.execute("UPDATE items SET run_id = ? WHERE type = ? AND key = ?", (self._run_id, kind, key))
                     counts["unchanged"] += 1
+            self._last_row = db.execute("SELECT max(id) FROM items").fetchone()[0] or 0
         return counts
 
     async def close(self, spider: Spider) -> None:
