@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     crawl.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
     crawl.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
+    crawl.add_argument(
+        "--state",
+        default=None,
+        metavar="DIR",
+        help="save the crawl in DIR: Ctrl-C pauses it, the same command resumes it (also after a crash)",
+    )
     crawl.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
 
     lister = sub.add_parser("list", help="list the spiders in a file")
@@ -97,7 +103,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         _setup_logging(settings.log_level)
         return asyncio.run(_demo(args, settings))
-    overrides = _pairs(args.set, "-s")
+    overrides: dict[str, Any] = _pairs(args.set, "-s")
+    if args.state is not None:
+        overrides["state_dir"] = args.state
     settings.replace(overrides)  # a bad -s fails here, before any import work
     spider_cls = load_spider(args.spider)
     level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
@@ -106,7 +114,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     outputs = args.output or ([effective.store] if effective.store else [])
     engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
     stats = asyncio.run(_crawl(engine, spider_cls, _pairs(args.arg, "-a")))
+    state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
+    if stats.finish_reason == "already finished":
+        print(f"crawl {spider_cls.name!r} already finished (state in {state}): nothing to do")
+        return 0
     print(stats.summary())
+    if state and stats.finish_reason != "finished" and not stats.finish_reason.startswith("closespider"):
+        print(f"crawl paused: state saved in {state}; run the same command again to resume")
     if outputs:
         written = [
             str(resolve_path(o, spider_cls.name, effective.run_key)).replace("%(batch)05d", "*") for o in outputs

@@ -168,6 +168,8 @@ class Crawl:
             self.emit(SpiderOpened(spider=self.spider))
             if saved is not None and saved.status != "new":
                 await self._resume(saved)
+            elif saved is not None:  # where the outputs begin, should this run be killed before its first checkpoint
+                await self._checkpoint("running")
             if saved is not None and saved.start_done:
                 self._start_done = self._start_exhausted = True
             else:

@@ -1,0 +1,114 @@
+"""Crash safety: a CLI crawl killed with SIGKILL at several points, then resumed, writes every
+page's item exactly once; a SIGINT pauses it and the same command resumes it."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from eclaw.testing import serve
+from tests.state.site import expected, make_app
+
+SPIDER = str(Path(__file__).with_name("site.py")) + ":StateSpider"
+
+
+async def start(base: str, tmp: Path, *, mark_at: int | None = None) -> asyncio.subprocess.Process:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[2])}
+    if mark_at is not None:
+        env |= {"STATE_TEST_MARK": str(tmp / "marker"), "STATE_TEST_MARK_AT": str(mark_at)}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
+        "-o", str(tmp / "items.jsonl"), "-o", str(tmp / "items.csv"), "-o", str(tmp / "items.sqlite"),
+        "-s", "checkpoint_interval=0.2", "-s", f"failures={tmp / 'failures.jsonl'}",
+        "-s", f"dead_letter={tmp / 'dead.jsonl'}", "-s", "store=", "--log-level", "WARNING",
+        cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def pages_written(tmp: Path) -> list[int]:
+    """The pages in items.jsonl; every line must be whole JSON (no partial line after a crash)."""
+    path = tmp / "items.jsonl"
+    return [json.loads(line)["page"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def wait_for(condition: object, timeout: float = 60) -> None:
+    for _ in range(int(timeout / 0.02)):
+        if condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+async def kill_when(process: asyncio.subprocess.Process, condition: object) -> None:
+    await wait_for(condition)
+    process.kill()  # SIGKILL: no clean-up of any kind
+    await process.wait()
+
+
+async def finish(base: str, tmp: Path) -> str:
+    process = await start(base, tmp)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    return stdout.decode()
+
+
+def assert_exactly_once(tmp: Path) -> None:
+    parsed, failed = expected()
+    pages = pages_written(tmp)
+    assert len(pages) == len(set(pages)), "an item was written twice"
+    assert set(pages) == parsed, f"missing: {sorted(parsed - set(pages))[:10]}"
+    with (tmp / "items.csv").open(newline="") as file:
+        rows = [int(row["page"]) for row in csv.DictReader(file)]
+    assert sorted(rows) == sorted(parsed)
+    db = sqlite3.connect(tmp / "items.sqlite")
+    stored = [json.loads(data)["page"] for (data,) in db.execute("SELECT data FROM items")]
+    db.close()
+    assert sorted(stored) == sorted(parsed)
+    failures = [json.loads(line)["url"] for line in (tmp / "failures.jsonl").read_text().splitlines()]
+    assert sorted(int(url.rsplit("/", 1)[1].partition("#")[0]) for url in failures) == sorted(failed)
+
+
+async def test_sigkill_early_in_a_pipeline_write_and_midway_then_resume(tmp_path: Path) -> None:
+    async with serve(make_app()) as base:
+        process = await start(base, tmp_path)  # early: a few items in
+        await kill_when(process, lambda: len(pages_written(tmp_path)) >= 5)
+
+        todo = sorted(expected()[0] - set(pages_written(tmp_path)))
+        mark = todo[len(todo) // 2]  # in the middle of the pipelines, storing this page's item
+        process = await start(base, tmp_path, mark_at=mark)
+        await kill_when(process, (tmp_path / "marker").exists)
+
+        before = len(pages_written(tmp_path))  # what was written, committed or not
+        target = before + (len(expected()[0]) - before) // 3
+        process = await start(base, tmp_path)  # midway, wherever the crawl happens to be
+        await kill_when(process, lambda: len(pages_written(tmp_path)) >= target)
+
+        text = await finish(base, tmp_path)
+        assert "finish reason       finished" in text or "finished" in text
+        assert_exactly_once(tmp_path)
+        assert "already finished" in await finish(base, tmp_path)
+    assert_exactly_once(tmp_path)
+
+
+async def test_sigint_pauses_and_the_same_command_resumes(tmp_path: Path) -> None:
+    async with serve(make_app()) as base:
+        process = await start(base, tmp_path)
+        await wait_for(lambda: len(pages_written(tmp_path)) >= 100)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, stderr.decode()
+        assert "crawl paused: state saved in" in stdout.decode()
+        paused = pages_written(tmp_path)
+        assert 100 <= len(paused) < len(expected()[0])
+
+        text = await finish(base, tmp_path)
+        assert "requests generated" in text and "crawl paused" not in text
+        assert_exactly_once(tmp_path)
+        text = await finish(base, tmp_path)
+        assert "already finished" in text
