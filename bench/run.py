@@ -1,4 +1,5 @@
-"""Side-by-side crawl benchmark: eclaw vs Scrapy vs a no-framework baseline.
+"""Side-by-side crawl benchmark: eclaw vs Scrapy vs a no-framework baseline
+(and eclaw saving its state with ``--state``, for the cost of checkpoints).
 
     python -m bench.run [--pages 20000] [--repeats 3] [--scaling 2000,20000,60000]
 
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,6 +32,10 @@ CONCURRENCY = 64
 
 
 def command(name: str, base: str, out: Path) -> list[str]:
+    if name == "eclaw-state":  # the same crawl, saving its state (checkpoints) as it goes
+        state = CACHE / "state"
+        shutil.rmtree(state, ignore_errors=True)
+        return [*command("eclaw", base, out), "--state", str(state)]
     if name == "eclaw":
         return [
             sys.executable,
@@ -135,7 +141,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scaling", default="2000,20000,60000", help="page counts for the scaling runs ('' = skip)")
-    parser.add_argument("--contenders", default="eclaw,scrapy,baseline")
+    parser.add_argument("--contenders", default="eclaw,eclaw-state,scrapy,baseline")
     parser.add_argument("--out", default=str(RESULTS / "latest.json"), help="where to write the JSON report")
     args = parser.parse_args()
     contenders = args.contenders.split(",")
@@ -147,7 +153,8 @@ def main() -> None:
     scaling: dict[str, dict[str, dict[str, float]]] = {}
     for pages in [int(p) for p in args.scaling.split(",") if p]:
         print(f"scaling at {pages} pages")
-        names = [n for n in contenders if n != "scrapy" or pages == max(int(p) for p in args.scaling.split(","))]
+        largest = max(int(p) for p in args.scaling.split(","))
+        names = [n for n in contenders if n != "eclaw-state" and (n != "scrapy" or pages == largest)]
         scaling[str(pages)] = compare(pages, 1, names)[0]
 
     print("micro-benchmarks (best of 3)")
@@ -184,6 +191,10 @@ def ratios(medians: dict[str, dict[str, float]]) -> dict[str, float]:
             result[f"eclaw/{other} pages_per_s"] = eclaw["pages_per_s"] / o["pages_per_s"]
             result[f"eclaw/{other} cpu_ms_per_page"] = eclaw["cpu_ms_per_page"] / o["cpu_ms_per_page"]
             result[f"eclaw/{other} peak_rss_mb"] = eclaw["peak_rss_mb"] / o["peak_rss_mb"]
+    if eclaw and "eclaw-state" in medians:  # the cost of checkpoints
+        saving = medians["eclaw-state"]
+        result["eclaw-state/eclaw pages_per_s"] = saving["pages_per_s"] / eclaw["pages_per_s"]
+        result["eclaw-state/eclaw cpu_ms_per_page"] = saving["cpu_ms_per_page"] / eclaw["cpu_ms_per_page"]
     return result
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+from eclaw.checkpoint import Checkpointing
 from eclaw.components import Components, iterate, uninterruptible
 from eclaw.dispatch import EventBus, Handler
 from eclaw.downloader import Downloader
@@ -48,7 +49,7 @@ from eclaw.quality import RunRecorder
 from eclaw.scheduler import Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
-from eclaw.state import CrawlState, Saved, restore_outputs, save_outputs
+from eclaw.state import CrawlState
 from eclaw.stats import Stats
 from eclaw.urls import redact_url
 
@@ -57,7 +58,7 @@ logger = logging.getLogger("eclaw.engine")
 __all__ = ["Crawl", "Handler"]
 
 
-class Crawl:
+class Crawl(Checkpointing):
     """State and dispatch loop of one spider run."""
 
     def __init__(
@@ -212,9 +213,8 @@ class Crawl:
 
     def _check_idle(self) -> None:
         """Wake the loop when work may have run out (it then checks for the end), or a checkpoint may go on."""
-        if not self._downloads and not self._busy and not self._items and not self._retrying:
-            self._wakeup.set()
-        elif self._hold is not None and self._busy == self._gated and not self._items:
+        idle = not self._downloads and not self._busy and not self._items and not self._retrying
+        if idle or (self._hold is not None and self._busy == self._gated and not self._items):
             self._wakeup.set()
 
     def _idle(self) -> bool:
@@ -511,101 +511,6 @@ class Crawl:
         if self._runs is not None:
             self._runs.observe(event.item)
         self._items.submit(event)
-
-    # -- saved state ----------------------------------------------------------------
-
-    async def _open_state(self) -> Saved:
-        assert self._state is not None
-        saved = await self._state.open(self._wakeup.set)
-        self.stats.restore(saved.stats)
-        if saved.status == "finished":
-            await self._state.close()
-            self.stats.finish_reason = "already finished"
-            self.stats.finished_at = time.time()
-            logger.info("crawl %r in %s had already finished: nothing to do", self.spider.name, self._state.directory)
-        else:
-            restore_outputs(self.pipelines, self._logs, saved.outputs)
-        return saved
-
-    async def _resume(self, saved: Saved) -> None:
-        assert self._state is not None
-        dupefilter = getattr(self.scheduler, "dupefilter", None)
-        if saved.dupefilter is not None and hasattr(dupefilter, "load"):
-            dupefilter.load(saved.dupefilter)
-        logger.info(
-            "resuming crawl %r from %s (%s): %d requests to fetch",
-            self.spider.name,
-            self._state.directory,
-            saved.status,
-            saved.pending,
-        )
-        async for batch in self._state.pending_requests():
-            for request in batch:
-                request.dont_filter = True  # checked and counted before the pause
-            await self._enqueue(batch, retry=True)
-
-    async def _gate(self) -> None:
-        """Wait while a checkpoint is taken (callbacks would add items to the outputs)."""
-        self._gated += 1
-        self._check_idle()
-        try:
-            while self._hold is not None:
-                await self._hold.wait()
-        finally:
-            self._gated -= 1
-
-    async def _checkpoint(self, status: str) -> None:
-        """Save the crawl at a barrier: no callback running, every parsed item through the pipelines."""
-        state = self._state
-        assert state is not None
-        await state.saved()
-        hold = self._hold = asyncio.Event()
-        try:
-            while True:
-                await self.bus.drain()
-                if self._busy == self._gated and not self._items:
-                    for pipeline in self.pipelines:
-                        flush = getattr(pipeline, "flush", None)
-                        if flush is not None:
-                            await flush()
-                    if not self.bus and not self._items:
-                        break
-                    continue
-                self._wakeup.clear()
-                await self._wakeup.wait()
-            dupefilter = getattr(self.scheduler, "dupefilter", None)
-            snapshot = state.snapshot(
-                status=status,
-                stats=self.stats.as_dict(),
-                start_done=self._start_exhausted,
-                outputs=save_outputs(self.pipelines, self._logs),
-                dupefilter=dupefilter.dump() if hasattr(dupefilter, "dump") else None,
-            )
-        finally:
-            self._hold = None
-            hold.set()
-        await state.save(snapshot)
-
-    async def _close_state(self) -> None:
-        """The last checkpoint (if the loop came to its end: a consistent point), then release the directory."""
-        assert self._state is not None
-        try:
-            if self._ran:
-                reason = self.stats.finish_reason
-                finished = reason == "finished" or reason.startswith("closespider")
-                await self._checkpoint("finished" if finished else "paused")
-                await self._state.saved()
-                if not finished:
-                    logger.warning(
-                        "crawl %r paused (%s): state saved in %s; run it again to resume",
-                        self.spider.name,
-                        reason,
-                        self._state.directory,
-                    )
-        except Exception as exc:  # the previous checkpoint stands: a resume goes on from there
-            logger.error("could not save the crawl state in %s: %s", self._state.directory, exc)
-        finally:
-            await self._state.close()
 
     # -- shutdown -------------------------------------------------------------------
 

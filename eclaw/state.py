@@ -200,9 +200,7 @@ class CrawlState:
     def _page(self, after: int, limit: int) -> list[tuple[int, str]]:
         db = self._writer.db
         assert db is not None
-        return db.execute(
-            "SELECT id, record FROM requests WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
-        ).fetchall()
+        return db.execute("SELECT id, record FROM requests WHERE id > ? ORDER BY id LIMIT ?", (after, limit)).fetchall()
 
     # -- what the crawl reports -----------------------------------------------------
 

@@ -158,9 +158,7 @@ class SqliteStore:
         db = self._writer.db
         assert db is not None
         with db:  # key-less rows stored after the checkpoint are stored again; keyed rows are upserts anyway
-            db.execute(
-                "DELETE FROM items WHERE key IS NULL AND run_id = ? AND id > ?", (self._run_id, self._last_row)
-            )
+            db.execute("DELETE FROM items WHERE key IS NULL AND run_id = ? AND id > ?", (self._run_id, self._last_row))
 
     async def process_item(self, item: Any, spider: Spider) -> Any:
         data = item_to_dict(item)

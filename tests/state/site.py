@@ -59,7 +59,7 @@ class MarkedPipeline:
 
     async def process_item(self, item: dict[str, Any], spider: Spider) -> dict[str, Any]:
         if self.marker and item["page"] == self.mark_at:
-            Path(self.marker).write_text("writing")
+            Path(self.marker).write_text("writing")  # noqa: ASYNC240 - a test marker, before a stall
             await asyncio.sleep(2.0)
         return item
 
@@ -70,7 +70,7 @@ class MarkedPipeline:
 class StateSpider(Spider):
     name = "state-site"
     allowed_domains = ["127.0.0.1"]
-    custom_settings = {"retries": 0, "concurrency": 8}  # noqa: RUF012
+    custom_settings = {"retries": 0, "concurrency": 8}
 
     def __init__(self, base_url: str = "http://127.0.0.1:1", **kwargs: Any) -> None:
         super().__init__(**kwargs)

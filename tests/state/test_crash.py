@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from eclaw.testing import serve
@@ -37,15 +38,15 @@ def pages_written(tmp: Path) -> list[int]:
     return [json.loads(line)["page"] for line in path.read_text().splitlines()] if path.exists() else []
 
 
-async def wait_for(condition: object, timeout: float = 60) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if condition():  # type: ignore[operator]
+async def wait_for(condition: Callable[[], bool]) -> None:
+    for _ in range(3000):  # a minute at most
+        if condition():
             return
         await asyncio.sleep(0.02)
     raise AssertionError("timed out")
 
 
-async def kill_when(process: asyncio.subprocess.Process, condition: object) -> None:
+async def kill_when(process: asyncio.subprocess.Process, condition: Callable[[], bool]) -> None:
     await wait_for(condition)
     process.kill()  # SIGKILL: no clean-up of any kind
     await process.wait()
@@ -112,3 +113,27 @@ async def test_sigint_pauses_and_the_same_command_resumes(tmp_path: Path) -> Non
         assert_exactly_once(tmp_path)
         text = await finish(base, tmp_path)
         assert "already finished" in text
+
+
+async def test_cli_errors_are_one_line_for_another_spiders_state_and_a_corrupt_one(tmp_path: Path) -> None:
+    other = tmp_path / "other.py"
+    other.write_text("from eclaw import Spider\nclass Other(Spider):\n    name = 'other'\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "state.sqlite").write_bytes(b"garbage" * 1000)
+
+    async def other_crawl() -> list[str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "eclaw", "crawl", str(other), "--state", str(state), "-s", "store=",
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 2
+        return stderr.decode().strip().splitlines()
+
+    [line] = await other_crawl()
+    assert "is corrupt" in line and "remove it to start the crawl over" in line
+    (state / "state.sqlite").unlink()
+    await (await start("http://127.0.0.1:1", tmp_path)).communicate()  # a sound state of spider state-site
+    [line] = await other_crawl()
+    assert "holds a crawl of spider 'state-site', not 'other'" in line
