@@ -59,8 +59,8 @@ class Checkpointing:
     async def _resume(self, saved: Saved) -> None:
         assert self._state is not None
         load = getattr(getattr(self.scheduler, "dupefilter", None), "load", None)
-        if saved.dupefilter is not None and load is not None:
-            load(saved.dupefilter)
+        if load is not None:
+            self._state.load_dupefilter(load)
         logger.info(
             "resuming crawl %r from %s (%s): %d requests to fetch",
             self.spider.name,
@@ -108,7 +108,7 @@ class Checkpointing:
                 stats=self.stats.as_dict(),
                 start_done=self._start_exhausted,
                 outputs=save_outputs(self.pipelines, self._logs),
-                dupefilter=dump() if dump is not None else None,
+                dupefilter=dump,
             )
         finally:
             self._hold = None

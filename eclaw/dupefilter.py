@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
 from pybloom_live import ScalableBloomFilter
 
@@ -40,18 +40,16 @@ class BloomDupeFilter:
     def __len__(self) -> int:
         return self._count
 
-    def dump(self) -> bytes:
-        """The filter as bytes (pybloom-live's file format, then the count)."""
-        buffer = io.BytesIO()
-        self._bloom.tofile(buffer)
-        buffer.seek(0, io.SEEK_END)  # tofile leaves the position at its header
-        buffer.write(self._count.to_bytes(8, "little"))
-        return buffer.getvalue()
+    def dump(self, file: BinaryIO) -> None:
+        """Write the filter to ``file`` (pybloom-live's format, then the count)."""
+        self._bloom.tofile(file)
+        file.seek(0, io.SEEK_END)  # tofile leaves the position at its header
+        file.write(self._count.to_bytes(8, "little"))
 
-    def load(self, data: bytes) -> None:
-        """Replace the filter with one made by :meth:`dump`."""
-        self._bloom = ScalableBloomFilter.fromfile(io.BytesIO(data[:-8]))
-        self._count = int.from_bytes(data[-8:], "little")
+    def load(self, file: BinaryIO) -> None:
+        """Replace the filter with one written by :meth:`dump`."""
+        self._bloom = ScalableBloomFilter.fromfile(file)
+        self._count = int.from_bytes(file.read(8), "little")
 
     def __repr__(self) -> str:
         return f"BloomDupeFilter(seen={self._count})"
@@ -71,16 +69,17 @@ class SetDupeFilter:
     def __len__(self) -> int:
         return len(self._seen)
 
-    def dump(self) -> bytes:
-        """The fingerprints as bytes (length-prefixed)."""
-        return b"".join(len(fp).to_bytes(1, "little") + fp for fp in self._seen)
+    def dump(self, file: BinaryIO) -> None:
+        """Write the fingerprints to ``file`` (each after its length)."""
+        for fp in self._seen:
+            file.write(len(fp).to_bytes(1, "little") + fp)
 
-    def load(self, data: bytes) -> None:
-        """Replace the set with one made by :meth:`dump`."""
-        seen, view, at = set(), memoryview(data), 0
-        while at < len(view):
-            size = view[at]
-            seen.add(bytes(view[at + 1 : at + 1 + size]))
+    def load(self, file: BinaryIO) -> None:
+        """Replace the set with one written by :meth:`dump`."""
+        seen, data, at = set(), file.read(), 0
+        while at < len(data):
+            size = data[at]
+            seen.add(data[at + 1 : at + 1 + size])
             at += 1 + size
         self._seen = seen
 

@@ -2,9 +2,10 @@
 
 One SQLite file in WAL mode per state directory::
 
-    meta(key, value)       format, spider, status, stats, start_done, outputs, next_id
+    meta(key, value)       format, spider, status, stats, start_done, outputs, next_id, dupefilter
     requests(id, record)   every request accepted and not yet finished: queued, in flight, waiting to retry
-    blobs(name, data)      the dupe filter
+
+and the dupe filter in a file of its own (``dupefilter-N.bin``, named in ``meta``).
 
 A checkpoint is one transaction holding the requests accepted (or changed) since
 the previous one, as JSON records (:mod:`eclaw.serial`: no pickle, callbacks by
@@ -23,11 +24,12 @@ import json
 import logging
 import os
 import sqlite3
+import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from eclaw.exceptions import ConfigError
 from eclaw.serial import NotSerialisable, dumps, loads
@@ -45,7 +47,6 @@ FORMAT = "1"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
 
 
@@ -58,7 +59,7 @@ class Saved:
     stats: dict[str, Any] = field(default_factory=dict)
     start_done: bool = False
     outputs: dict[str, Any] = field(default_factory=dict)
-    dupefilter: bytes | None = None
+    dupefilter: Path | None = None
     pending: int = 0
 
 
@@ -67,8 +68,8 @@ class _Snapshot:
     rows: list[tuple[int, str]]
     done: list[int]
     meta: dict[str, str]
-    dupefilter: bytes | None
     files: list[str]
+    obsolete: Path | None
 
 
 class CrawlState:
@@ -102,6 +103,8 @@ class CrawlState:
         self._timer: asyncio.TimerHandle | None = None
         self._wake: Callable[[], None] = lambda: None
         self._saving: asyncio.Task[None] | None = None
+        self._checkpoints = 0
+        self._dupefilter: Path | None = None  # the file the last checkpoint names
         self.unsaved = 0  # requests that could not be written (a lambda callback, an object in meta)
 
     def __repr__(self) -> str:
@@ -136,7 +139,7 @@ class CrawlState:
     async def _read(self) -> Saved:
         try:
             await self._writer.start(self.path, _SCHEMA)
-            meta, pending, bloom = await self._writer.run(self._read_rows)
+            meta, pending = await self._writer.run(self._read_rows)
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(str(exc)) from None
         if not meta:
@@ -151,12 +154,20 @@ class CrawlState:
             )
         try:
             self._next_id = int(meta.get("next_id", "1"))
+            self._checkpoints = int(meta.get("checkpoint", "0"))
+            if "dupefilter" in meta:
+                self._dupefilter = self.directory / meta["dupefilter"]
+                if not self._dupefilter.is_file():
+                    raise ValueError(f"{meta['dupefilter']} is missing")
+            for stale in self.directory.glob("dupefilter-*.bin"):  # written by a checkpoint never committed
+                if stale != self._dupefilter:
+                    stale.unlink()
             return Saved(
                 meta["status"],
                 stats=json.loads(meta.get("stats", "{}")),
                 start_done=meta.get("start_done") == "1",
                 outputs=json.loads(meta.get("outputs", "{}")),
-                dupefilter=bloom,
+                dupefilter=self._dupefilter,
                 pending=pending,
             )
         except ValueError as exc:
@@ -165,13 +176,21 @@ class CrawlState:
     def _corrupt(self, detail: str) -> ConfigError:
         return ConfigError(f"state dir {self.directory} is corrupt ({detail}); remove it to start the crawl over")
 
-    def _read_rows(self) -> tuple[dict[str, str], int, bytes | None]:
+    def _read_rows(self) -> tuple[dict[str, str], int]:
         db = self._writer.db
         assert db is not None
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        pending = db.execute("SELECT count(*) FROM requests").fetchone()[0]
-        row = db.execute("SELECT data FROM blobs WHERE name = 'dupefilter'").fetchone()
-        return meta, pending, (bytes(row[0]) if row else None)
+        return meta, db.execute("SELECT count(*) FROM requests").fetchone()[0]
+
+    def load_dupefilter(self, load: Callable[[BinaryIO], None]) -> None:
+        """Fill the dupe filter from the saved one (``load`` is the filter's own)."""
+        if self._dupefilter is None:
+            return
+        try:
+            with self._dupefilter.open("rb") as file:
+                load(file)
+        except (OSError, ValueError, struct.error) as exc:
+            raise self._corrupt(f"{self._dupefilter.name}: {exc}") from None
 
     def _write_meta(self, meta: dict[str, str]) -> None:
         db = self._writer.db
@@ -244,9 +263,12 @@ class CrawlState:
         stats: dict[str, Any],
         start_done: bool,
         outputs: dict[str, Any],
-        dupefilter: bytes | None,
+        dupefilter: Callable[[BinaryIO], None] | None,
     ) -> _Snapshot:
-        """Everything to save, taken at once (no await): a consistent cut of the crawl."""
+        """Everything to save, taken at once (no await): a consistent cut of the crawl.
+
+        ``dupefilter`` (the filter's ``dump``) writes the filter to a new file
+        here, at once: a copy in memory would cost as much as the filter."""
         rows = []
         for row_id, request in self._dirty.items():
             try:
@@ -259,7 +281,9 @@ class CrawlState:
         self._dirty = {}
         self._done = set()
         self._due = False
+        self._checkpoints += 1
         meta = {
+            "checkpoint": str(self._checkpoints),
             "status": status,
             "stats": json.dumps(stats, default=str),
             "start_done": "1" if start_done else "0",
@@ -268,7 +292,15 @@ class CrawlState:
             "saved_at": str(time.time()),
         }
         files = [info["path"] for info in outputs.values() if isinstance(info, dict) and "path" in info]
-        return _Snapshot(rows, done, meta, dupefilter, files)
+        obsolete = None
+        if dupefilter is not None:
+            name = f"dupefilter-{self._checkpoints}.bin"
+            with (self.directory / name).open("wb") as file:
+                dupefilter(file)
+            meta["dupefilter"] = name
+            files.append(str(self.directory / name))
+            obsolete, self._dupefilter = self._dupefilter, self.directory / name
+        return _Snapshot(rows, done, meta, files, obsolete)
 
     async def save(self, snapshot: _Snapshot) -> None:
         """Write ``snapshot`` in the background (one transaction); waits for the previous write first."""
@@ -297,8 +329,8 @@ class CrawlState:
             db.executemany("INSERT OR REPLACE INTO requests (id, record) VALUES (?, ?)", snapshot.rows)
             db.executemany("DELETE FROM requests WHERE id = ?", [(row_id,) for row_id in snapshot.done])
             db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", snapshot.meta.items())
-            if snapshot.dupefilter is not None:
-                db.execute("INSERT OR REPLACE INTO blobs (name, data) VALUES ('dupefilter', ?)", (snapshot.dupefilter,))
+        if snapshot.obsolete is not None:
+            snapshot.obsolete.unlink(missing_ok=True)
 
     async def close(self) -> None:
         if self._timer is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import random
 import signal
 import sqlite3
 import subprocess
@@ -137,3 +138,24 @@ async def test_cli_errors_are_one_line_for_another_spiders_state_and_a_corrupt_o
     await (await start("http://127.0.0.1:1", tmp_path)).communicate()  # a sound state of spider state-site
     [line] = await other_crawl()
     assert "holds a crawl of spider 'state-site', not 'other'" in line
+
+
+async def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    rng.seed(seed)
+    async with serve(make_app()) as base:
+        for _ in range(4):
+            process = await start(base, tmp_path)
+            try:  # start-up takes ~0.5 s; a crawl of the site ~2 s
+                await asyncio.wait_for(process.wait(), rng.uniform(0.5, 2.0))
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+            else:  # it ended by itself: it finished (or had finished already)
+                assert process.returncode == 0
+        await finish(base, tmp_path)
+    try:
+        assert_exactly_once(tmp_path)
+    except AssertionError as exc:
+        raise AssertionError(f"seed {seed}: {exc}") from None

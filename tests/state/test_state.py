@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
 import json
 import sqlite3
 from pathlib import Path
@@ -107,7 +108,10 @@ def test_dupe_filters_round_trip() -> None:
         for n in range(500):
             made.add(str(n).encode())
         copy = BloomDupeFilter(10) if isinstance(made, BloomDupeFilter) else SetDupeFilter()
-        copy.load(made.dump())
+        file = io.BytesIO()
+        made.dump(file)
+        file.seek(0)
+        copy.load(file)
         assert len(copy) == 500
         assert not copy.add(b"42") and copy.add(b"new")
 
