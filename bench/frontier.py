@@ -1,6 +1,6 @@
 """How much memory a crawl needs to discover N URLs: the frontier past its window waits on disk.
 
-    python -m bench.frontier [--urls 1000000] [--frontier-memory 50000]
+    python -m bench.frontier [--urls 1000000] [--frontier-memory 50000] [--state DIR]
 
 A local site (in its own process) of list pages in 64 parallel chains: each
 list page links to the next list page of its chain and to 20 new leaf URLs on
@@ -8,7 +8,9 @@ another host name of the same server (``localhost``), which the crawl keeps
 at a politeness delay of an hour, so leaves pile up in the frontier instead
 of being fetched. When every list page is parsed the crawl stops; by then it
 has discovered ``--urls`` leaf URLs, all but one still pending. Reports the
-crawler's peak RSS (VmHWM) and how many requests waited on disk.
+crawler's peak RSS (VmHWM) and how many requests waited on disk. With
+``--state`` the crawl also saves its state as it goes (every pending request
+is then in the state file too).
 """
 
 from __future__ import annotations
@@ -84,8 +86,10 @@ def peak_rss_mb() -> float:
     return 0.0
 
 
-async def run(base: str, urls: int, frontier_memory: int) -> dict[str, Any]:
-    settings = Settings(concurrency=64, concurrency_per_domain=64, frontier_memory=frontier_memory, failures="")
+async def run(base: str, urls: int, frontier_memory: int, state: str = "") -> dict[str, Any]:
+    settings = Settings(
+        concurrency=64, concurrency_per_domain=64, frontier_memory=frontier_memory, failures="", state_dir=state
+    )
     engine = Engine(settings, middlewares=[SlowLeaves()])
     started = time.perf_counter()
     async with engine:
@@ -100,6 +104,7 @@ async def run(base: str, urls: int, frontier_memory: int) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "frontier_memory": frontier_memory,
+        "state": state or "-",
     }
 
 
@@ -107,13 +112,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--frontier-memory", type=int, default=Settings().frontier_memory)
+    parser.add_argument("--state", default="", help="save the crawl's state in this (new) directory")
     parser.add_argument("--serve", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         web.run_app(site(), host="127.0.0.1", port=args.serve, print=None, access_log=None)
         return
     with app_process("bench.frontier") as base:
-        result = asyncio.run(run(base, args.urls, args.frontier_memory))
+        if args.state and Path(args.state).exists():
+            raise SystemExit(f"{args.state} exists: give a new directory")
+        result = asyncio.run(run(base, args.urls, args.frontier_memory, args.state))
     for key, value in result.items():
         print(f"{key:18} {value}")
 
