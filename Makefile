@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench soak frontier clean test-servers
+.PHONY: install demo demo-flow test lint bench soak frontier clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ install: $(STAMP)
 ## demo: install, crawl the bundled demo shop, write demo-items.jsonl
 demo: $(STAMP)
 	$(BIN)/eclaw demo -o demo-items.jsonl
+
+## demo-flow: serve the demo shop and run the example flow (spiders/shop_flow.py) against it
+DEMO_PORT ?= 8765
+demo-flow: $(STAMP)
+	@log=$$(mktemp); $(BIN)/eclaw demo --serve --port $(DEMO_PORT) > $$log 2>&1 & server=$$!; \
+	for i in $$(seq 100); do grep -q "demo shop at" $$log && break; sleep 0.1; done; \
+	$(BIN)/eclaw flow run spiders/shop_flow.py -a base_url=http://127.0.0.1:$(DEMO_PORT); rc=$$?; \
+	kill $$server; rm -f $$log; exit $$rc
 
 ## test: install, lint, type-check and run the whole test suite
 test: $(STAMP) test-servers lint

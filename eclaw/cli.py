@@ -1,4 +1,4 @@
-"""Command line: ``eclaw crawl|list|demo|version`` (also ``python -m eclaw``)."""
+"""Command line: ``eclaw crawl|runs|flow|list|demo|version`` (also ``python -m eclaw``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from typing import Any
 from eclaw.engine import Engine
 from eclaw.exceptions import EclawError
 from eclaw.exporters import resolve_path
+from eclaw.flowcli import add_parser as add_flow_parser
+from eclaw.flowcli import flow_command
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider, load_spiders
 from eclaw.stats import Stats
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list past crawls recorded in the store")
     runs.add_argument("store", nargs="?", default=None, help="a store file or a spider name (default: all stores)")
 
+    add_flow_parser(sub)
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -97,6 +100,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         for cls in load_spiders(args.path):
             print(f"{cls.name or '(no name)'}\t{args.path}:{cls.__name__}")
         return 0
+    if args.command == "flow":
+        return flow_command(args, _pairs(getattr(args, "arg", []), "-a"))
     settings = Settings.from_env()
     if args.command == "runs":
         return _runs(args.store, settings)

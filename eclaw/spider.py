@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from eclaw.exceptions import ConfigError, SpiderLoadError
@@ -94,9 +95,19 @@ class Spider:
 
 def load_spiders(path: str | Path) -> list[type[Spider]]:
     """The ``Spider`` subclasses defined in the Python file ``path``."""
+    module = import_file(path)
+    return [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, Spider) and obj.__module__ == module.__name__
+    ]
+
+
+def import_file(path: str | Path, kind: str = "spider") -> ModuleType:
+    """Import the Python file ``path`` as a fresh module; a one-line :class:`SpiderLoadError` if it cannot."""
     file = Path(path)
     if not file.is_file():
-        raise SpiderLoadError(f"spider file not found: {file}")
+        raise SpiderLoadError(f"{kind} file not found: {file}")
     module_name = f"eclaw_spiders_{abs(hash(str(file.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
@@ -109,11 +120,7 @@ def load_spiders(path: str | Path) -> list[type[Spider]]:
         sys.modules.pop(module_name, None)
         line = _error_line(exc, file)
         raise SpiderLoadError(f"error importing {file}{line}: {type(exc).__name__}: {exc}") from exc
-    return [
-        obj
-        for obj in vars(module).values()
-        if inspect.isclass(obj) and issubclass(obj, Spider) and obj.__module__ == module_name
-    ]
+    return module
 
 
 def load_spider(spec: str) -> type[Spider]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,13 @@ def test_item_example_validates() -> None:
     assert validate(product("a", "12.5")) == "field 'price' must be float, got str"
     assert validate(product(None, 1.0)) == "field 'sku' is required"
     assert item_key(product("a", 1.0), {"sku": "a"}) == "a"
+
+
+async def test_flows_example(demo_url: str, tmp_path: Path) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(block('Flow("shop", concurrency=2, timeout=3600)'), "README.md", "exec"), namespace)
+    records = await namespace["flow"].run(
+        "readme", params={"base_url": demo_url}, store=tmp_path / "flows.sqlite", data_dir=tmp_path
+    )
+    assert {name: r.state for name, r in records.items()} == dict.fromkeys(["categories", "lists", "report"], "success")
+    assert json.loads(records["report"].result) == {"pages": 10, "products": 120}
