@@ -102,7 +102,8 @@ def _console() -> None:
     """Console lines carry the run id, task and attempt, like the run's log file."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(FlowLogFilter())
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s run=%(run_id)s task=%(task)s %(message)s"))
+    line = "%(asctime)s %(levelname)-7s run=%(run_id)s task=%(task)s attempt=%(attempt)s %(message)s"
+    handler.setFormatter(logging.Formatter(line))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("eclaw.engine").setLevel(logging.WARNING)  # a spider task's own progress lines
 
