@@ -32,11 +32,15 @@ demo-flow: $(STAMP)
 test: $(STAMP) test-servers lint
 	$(BIN)/python -m pytest
 
-# Real servers the tests start themselves (a forward proxy), from Debian's packages.
+# Real servers the tests start themselves (a forward proxy, Redis), from Debian's packages.
 test-servers:
-	command -v tinyproxy >/dev/null || test -x /usr/bin/tinyproxy || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tinyproxy) || \
-	  (echo "tinyproxy is needed by the proxy tests: apt-get install tinyproxy" && false)
+	@missing=""; \
+	command -v tinyproxy >/dev/null || test -x /usr/bin/tinyproxy || missing="$$missing tinyproxy"; \
+	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || missing="$$missing redis-server"; \
+	if [ -n "$$missing" ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) || \
+	  (echo "the proxy and Redis tests need:$$missing (apt-get install$$missing)" && false); \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,4 +1,4 @@
-"""Command line: ``eclaw crawl|runs|flow|list|demo|version`` (also ``python -m eclaw``)."""
+"""Command line: ``eclaw crawl|worker|seed|status|runs|flow|list|demo|version`` (also ``python -m eclaw``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eclaw.clustercli import add_parsers as add_cluster_parsers
+from eclaw.clustercli import cluster_command
 from eclaw.engine import Engine
 from eclaw.exceptions import EclawError
 from eclaw.exporters import resolve_path
@@ -58,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="save the crawl in DIR: Ctrl-C pauses it, the same command resumes it (also after a crash)",
     )
+    crawl.add_argument("--redis", default=None, metavar="URL", help="share the frontier in Redis (also seeds it)")
     crawl.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
 
     lister = sub.add_parser("list", help="list the spiders in a file")
@@ -73,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("store", nargs="?", default=None, help="a store file or a spider name (default: all stores)")
 
     add_flow_parser(sub)
+    add_cluster_parsers(sub)
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -105,12 +109,19 @@ def _dispatch(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.command == "runs":
         return _runs(args.store, settings)
+    if args.command in ("worker", "seed", "status"):
+        given = _pairs(getattr(args, "set", []), "-s")
+        _setup_logging(str(settings.replace(given).log_level))
+        args.arg = _pairs(getattr(args, "arg", []), "-a")
+        return cluster_command(args, settings, dict(given))
     if args.command == "demo":
         _setup_logging(settings.log_level)
         return asyncio.run(_demo(args, settings))
     overrides: dict[str, Any] = _pairs(args.set, "-s")
     if args.state is not None:
         overrides["state_dir"] = args.state
+    if args.redis is not None:
+        overrides["scheduler_url"] = args.redis
     settings.replace(overrides)  # a bad -s fails here, before any import work
     spider_cls = load_spider(args.spider)
     level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
@@ -118,7 +129,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     effective = settings.replace(overrides)
     outputs = args.output or ([effective.store] if effective.store else [])
     engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
-    stats = asyncio.run(_crawl(engine, spider_cls, _pairs(args.arg, "-a")))
+    stats = asyncio.run(crawl_with_signals(engine, spider_cls, _pairs(args.arg, "-a")))
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
     if stats.finish_reason == "already finished":
         print(f"crawl {spider_cls.name!r} already finished (state in {state}): nothing to do")
@@ -170,7 +181,7 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(level=name, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", force=True)
 
 
-async def _crawl(engine: Engine, spider: type[Spider], spider_args: dict[str, Any]) -> Stats:
+async def crawl_with_signals(engine: Engine, spider: type[Spider], spider_args: dict[str, Any]) -> Stats:
     """Run one crawl; SIGINT/SIGTERM stops it gracefully, a second one at once."""
     loop = asyncio.get_running_loop()
     crawl = engine.prepare(spider, **spider_args)
@@ -255,7 +266,7 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         print(f"demo shop at {base_url}/; crawling it with spiders/shop.py ...", flush=True)
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         engine = Engine(settings, outputs=[args.output])
-        stats = await _crawl(engine, ShopSpider, {"base_url": base_url})
+        stats = await crawl_with_signals(engine, ShopSpider, {"base_url": base_url})
     finally:
         await runner.cleanup()
     print(stats.summary())

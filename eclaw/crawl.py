@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -112,7 +113,9 @@ class Crawl(Checkpointing):
             wake=self._wakeup.set,
         )
         self._watched = self.bus.watched
-        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self.bus.signal, self._check_idle)
+        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self.bus.signal, self._items_finished)
+        self._complete = getattr(scheduler, "done", None)  # a shared frontier: told when a request is finished
+        self._completions: deque[tuple[int, Request]] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._downloads: dict[asyncio.Task[None], Request] = {}
         self._busy = 0  # parse/errback tasks and items inside pipelines
@@ -171,7 +174,7 @@ class Crawl(Checkpointing):
                 await self._resume(saved)
             elif saved is not None:  # where the outputs begin, should this run be killed before its first checkpoint
                 await self._checkpoint("running")
-            if saved is not None and saved.start_done:
+            if (saved is not None and saved.start_done) or getattr(self.scheduler, "external_seeds", False):
                 self._start_done = self._start_exhausted = True
             else:
                 self._spawn(self._feed_start_requests())
@@ -345,8 +348,7 @@ class Crawl(Checkpointing):
             response = await self._fetch(request)
         except IgnoreRequest as exc:
             self._drop(request, exc.reason)
-            if self._state is not None:
-                self._state.done(request)
+            self._finished(request)
         except RetryRequest as exc:
             self.stats.retries += 1
             if self._state is not None:
@@ -420,8 +422,37 @@ class Crawl(Checkpointing):
 
     def _parsed(self, request: Request, response: Response, counts: list[int]) -> None:
         self.bus.signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
+        self._finished(request)
+
+    def _finished(self, request: Request) -> None:
+        """``request`` reached its end: tell the saved state, and (once its items are stored) the scheduler."""
         if self._state is not None:
             self._state.done(request)
+        if self._complete is not None:
+            mark = self._items.submitted
+            if self._items.finished >= mark:
+                self._spawn_done(request)
+            else:
+                self._completions.append((mark, request))
+
+    def _items_finished(self) -> None:
+        while self._completions and self._completions[0][0] <= self._items.finished:
+            self._spawn_done(self._completions.popleft()[1])
+        self._check_idle()
+
+    def _spawn_done(self, request: Request) -> None:
+        self._busy += 1
+        self._spawn(self._complete_request(request))
+
+    async def _complete_request(self, request: Request) -> None:
+        assert self._complete is not None
+        try:
+            await self._complete(request)
+        except Exception as exc:  # its lease expires: another worker redoes it, its items are stored once
+            logger.error("could not mark %s done: %s", redact_url(request.url), exc)
+        finally:
+            self._busy -= 1
+            self._check_idle()
 
     async def _collect(
         self,
@@ -480,13 +511,13 @@ class Crawl(Checkpointing):
     async def _on_failed(self, event: RequestFailed) -> None:
         if not event.final:
             return
-        if self._state is not None:
-            self._state.done(event.request)
         self.stats.add_failed(event.reason)
         self._failures.record(event.request, event.reason, event.error)
         if event.request.errback is not None:
             self._busy += 1
             self._spawn(self._recover(event))
+        else:
+            self._finished(event.request)
 
     async def _recover(self, event: RequestFailed) -> None:
         response = event.error.response if isinstance(event.error, HttpError) else None
@@ -501,6 +532,7 @@ class Crawl(Checkpointing):
             shown = redact_url(event.request.url)
             logger.error("errback failed for %s: %s: %s", shown, type(exc).__name__, exc, exc_info=exc)
         finally:
+            self._finished(event.request)
             self._busy -= 1
             self._check_idle()
 

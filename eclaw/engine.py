@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from pathlib import Path
 from typing import Any, TypeVar
 
+from eclaw.cluster import ClusterSink
 from eclaw.crawl import Crawl, Handler
 from eclaw.downloader import Downloader, HttpDownloader
 from eclaw.events import Event
@@ -21,6 +22,7 @@ from eclaw.parquet import ParquetExporter
 from eclaw.parser import CallbackParser, Parser
 from eclaw.pipeline import as_pipeline
 from eclaw.quality import RunRecorder
+from eclaw.redisfrontier import RedisScheduler
 from eclaw.scheduler import DefaultScheduler, Scheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider
@@ -185,6 +187,13 @@ class Engine:
         pipelines += [
             exporter_for(o, **options) if isinstance(o, str | Path) else as_pipeline(o) for o in self._outputs
         ]
+        scheduler = self._make_scheduler()
+        if settings.scheduler_url and self._make_scheduler is DefaultScheduler:
+            scheduler = RedisScheduler(settings.scheduler_url)
+        if isinstance(scheduler, RedisScheduler):  # a Redis frontier: items and stats go to Redis too
+            if settings.state_dir:
+                raise ConfigError("state_dir and scheduler_url do not mix: a Redis crawl keeps its state in Redis")
+            pipelines.append(ClusterSink(scheduler))
         state = None
         if settings.state_dir:
             resolved = str(resolve_path(settings.state_dir, instance.name, settings.run_key))
@@ -203,7 +212,7 @@ class Engine:
         return Crawl(
             instance,
             settings,
-            scheduler=self._make_scheduler(),
+            scheduler=scheduler,
             downloader=self._make_downloader(),
             parser=self._parser,
             middlewares=[*self._middlewares_for(settings), *instance.middlewares],

@@ -115,9 +115,12 @@ class PipelineRunner:
         self._done = done
         self._queue: deque[ItemParsed] = deque()
         self._ready = asyncio.Event()
+        self.submitted = 0  # items handed in so far
+        self.finished = 0  # ... and through the pipelines (they go in order)
 
     def submit(self, event: ItemParsed) -> None:
         self._queue.append(event)
+        self.submitted += 1
         self._ready.set()
 
     def __len__(self) -> int:
@@ -141,6 +144,7 @@ class PipelineRunner:
                 self._emit(outcome)
             finally:
                 self._queue.popleft()
+                self.finished += 1
                 self._done()
 
     async def _process(self, event: ItemParsed) -> Event:

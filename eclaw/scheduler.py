@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["DefaultScheduler", "Scheduler"]
+__all__ = ["DefaultScheduler", "Scheduler", "check_request"]
 
 _SCHEMES = frozenset({"http", "https"})
 
@@ -51,6 +51,21 @@ class Scheduler(Protocol):
         """
 
     async def close(self) -> None: ...
+
+
+def check_request(request: Request, settings: Settings, allowed: frozenset[str]) -> str | None:
+    """Why ``request`` may not be crawled, duplicates aside (``None``: it may): scheme,
+    URL length, depth, and (unless ``dont_filter``) the spider's ``allowed_domains``."""
+    url = request.url
+    if not url.startswith(("http://", "https://")) and url.partition(":")[0].lower() not in _SCHEMES:
+        return "unsupported scheme"
+    if len(url) > settings.max_url_length:
+        return "url too long"
+    if settings.max_depth and request.depth > settings.max_depth:
+        return "max depth"
+    if not request.dont_filter and not host_allowed(url_host(url), allowed):
+        return "offsite"
+    return None
 
 
 class _Slot:
@@ -181,18 +196,9 @@ class DefaultScheduler:
         self._offer(slot)
 
     def _filter(self, request: Request) -> str | None:
-        url = request.url
-        if not url.startswith(("http://", "https://")) and url.partition(":")[0].lower() not in _SCHEMES:
-            return "unsupported scheme"
-        if len(url) > self._settings.max_url_length:
-            return "url too long"
-        max_depth = self._settings.max_depth
-        if max_depth and request.depth > max_depth:
-            return "max depth"
-        if request.dont_filter:
-            return None
-        if not host_allowed(url_host(url), self._allowed):
-            return "offsite"
+        reason = check_request(request, self._settings, self._allowed)
+        if reason is not None or request.dont_filter:
+            return reason
         return None if self.dupefilter.add(fingerprint(request)) else "duplicate"
 
     def _offer(self, slot: _Slot) -> None:

@@ -72,6 +72,10 @@ class Settings:
             empty is off (CLI ``--state DIR``).
         checkpoint_interval: seconds between two saves of the state.
         checkpoint_requests: new requests that trigger a save before the interval is up.
+        scheduler_url: ``redis://host:port/db``: the frontier, dupe filter, items
+            and stats live in Redis, shared by every worker of the crawl (CLI ``--redis``).
+        lease_timeout: seconds without a heartbeat after which a worker's requests go
+            back to the queue; also how long a worker retries a lost Redis before pausing.
         log_level: logging level name used by the CLI.
     """
 
@@ -109,6 +113,8 @@ class Settings:
     state_dir: str = ""
     checkpoint_interval: float = 5.0
     checkpoint_requests: int = 20_000
+    scheduler_url: str = ""
+    lease_timeout: float = 30.0
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     def __post_init__(self) -> None:
@@ -140,7 +146,7 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
-        for name in ("connect_timeout", "read_timeout", "timeout", "checkpoint_interval"):
+        for name in ("connect_timeout", "read_timeout", "timeout", "checkpoint_interval", "lease_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name!r} must be positive, got {getattr(self, name)!r}")
         if not 0 < self.dupefilter_error_rate < 1:

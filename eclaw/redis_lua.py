@@ -1,0 +1,122 @@
+"""The Lua scripts of the Redis frontier: each runs atomically inside Redis.
+
+Keys (``P`` is ``eclaw:<spider>:``)::
+
+    P queue            zset  request id -> score (-priority * 1e13 + id: priority first, then FIFO)
+    P requests         hash  request id -> JSON record (queued and leased requests)
+    P seq              int   the last request id
+    P bloom / P seen   Bloom filter bits (a string) / a plain set of fingerprints
+    P workers          zset  worker -> heartbeat deadline (ms)
+    P leases:<worker>  zset  request id -> its queue score (requests the worker holds)
+    P slots:<host>     zset  slot token -> deadline (ms): downloads running on that host, cluster-wide
+    P next:<host>      int   when the host's next download may start (ms)
+    P items            hash  item id -> JSON (each item once, however often its request is redone)
+    P stats            hash  worker -> its stats (JSON)
+    P seeded           "1" once start requests were pushed
+"""
+
+from __future__ import annotations
+
+__all__ = ["ACQUIRE", "COMPLETE", "COUNT", "ENQUEUE", "LEASE", "REAP", "REQUEUE"]
+
+# KEYS: seen-structure, queue, requests, seq. ARGV: mode, n, n bit positions (bloom) or the
+# fingerprint (set), record, priority. Returns the new id, or 0 for a duplicate.
+ENQUEUE = """
+local mode, n = ARGV[1], tonumber(ARGV[2])
+local new = 1
+if mode == 'bloom' then
+  new = 0
+  for i = 1, n do
+    if redis.call('GETBIT', KEYS[1], ARGV[2 + i]) == 0 then new = 1 end
+  end
+  if new == 1 then
+    for i = 1, n do redis.call('SETBIT', KEYS[1], ARGV[2 + i], 1) end
+  end
+elseif mode == 'set' then
+  new = redis.call('SADD', KEYS[1], ARGV[3])
+end
+if new == 0 then return 0 end
+local id = redis.call('INCR', KEYS[4])
+redis.call('ZADD', KEYS[2], -tonumber(ARGV[4 + n]) * 1e13 + id, id)
+redis.call('HSET', KEYS[3], id, ARGV[3 + n])
+return id
+"""
+
+# KEYS: queue, requests, leases:<worker>. ARGV: count. Moves up to count requests from the
+# queue to the worker's leases; returns id, record, id, record...
+LEASE = """
+local popped = redis.call('ZPOPMIN', KEYS[1], ARGV[1])
+local out = {}
+for i = 1, #popped, 2 do
+  redis.call('ZADD', KEYS[3], popped[i + 1], popped[i])
+  out[#out + 1] = popped[i]
+  out[#out + 1] = redis.call('HGET', KEYS[2], popped[i]) or ''
+end
+return out
+"""
+
+# KEYS: leases:<worker>, requests. ARGV: id. The request is done: drop its lease and record
+# (1), unless the lease was taken back from a worker presumed dead (0).
+COMPLETE = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+# KEYS: leases:<worker>, queue, requests. ARGV: id, record, priority. A leased request goes
+# back to the queue (a retry), with its new record.
+REQUEUE = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], -tonumber(ARGV[3]) * 1e13 + tonumber(ARGV[1]), ARGV[1])
+return 1
+"""
+
+# KEYS: workers, queue. ARGV: key prefix, this worker, its new deadline (ms from now).
+# Renews this worker's heartbeat, and gives the leases of workers whose deadline passed
+# back to the queue. Returns the number of requests given back.
+REAP = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+local back = 0
+for _, worker in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+  local leases = ARGV[1] .. 'leases:' .. worker
+  local held = redis.call('ZRANGE', leases, 0, -1, 'WITHSCORES')
+  for i = 1, #held, 2 do
+    redis.call('ZADD', KEYS[2], held[i + 1], held[i])
+    back = back + 1
+  end
+  redis.call('DEL', leases)
+  redis.call('ZREM', KEYS[1], worker)
+end
+return back
+"""
+
+# KEYS: workers, queue, seeded. ARGV: key prefix. Returns queued, leased (all workers), seeded.
+COUNT = """
+local leased = 0
+for _, worker in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  leased = leased + redis.call('ZCARD', ARGV[1] .. 'leases:' .. worker)
+end
+return {redis.call('ZCARD', KEYS[2]), leased, redis.call('EXISTS', KEYS[3])}
+"""
+
+# KEYS: slots:<host>, next:<host>. ARGV: limit, delay (ms), token, slot lifetime (ms).
+# Takes one of the host's cluster-wide download slots: 0 if taken, else the ms to wait.
+ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 20 end
+local nxt = tonumber(redis.call('GET', KEYS[2]) or '0')
+if now < nxt then return nxt - now end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
+if tonumber(ARGV[2]) > 0 then
+  redis.call('SET', KEYS[2], now + tonumber(ARGV[2]), 'PX', tonumber(ARGV[2]) + 1000)
+end
+return 0
+"""

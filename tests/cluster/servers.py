@@ -1,0 +1,119 @@
+"""A real redis-server on a free loopback port, and a site that counts concurrent requests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+
+def redis_binary() -> str:
+    binary = shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else ""
+    )
+    if not binary:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is missing: .ci/run installs it (apt-get install redis-server)")
+        pytest.skip("redis-server not installed (apt-get install redis-server)")
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """redis-server with its data in ``directory`` (append-only file on, so a restart keeps the crawl)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
+                "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+@contextmanager
+def redis_server(directory: Path) -> Iterator[RedisServer]:
+    server = RedisServer(directory)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class CountingSite:
+    """Pages 0..pages-1 (each links to the next three), each taking ``delay`` seconds; records the
+    most requests it ever had in flight at once."""
+
+    def __init__(self, pages: int = 120, delay: float = 0.05) -> None:
+        self.pages, self.delay = pages, delay
+        self.in_flight = self.peak = self.hits = 0
+
+    def app(self) -> web.Application:
+        async def page(request: web.Request) -> web.Response:
+            n = int(request.match_info["n"])
+            self.in_flight += 1
+            self.hits += 1
+            self.peak = max(self.peak, self.in_flight)
+            try:
+                await asyncio.sleep(self.delay)
+            finally:
+                self.in_flight -= 1
+            links = "".join(f'<a href="/p/{m}">{m}</a>' for m in range(n + 1, min(n + 4, self.pages)))
+            return web.Response(text=f"<html><h1>{n}</h1>{links}</html>", content_type="text/html")
+
+        app = web.Application()
+        app.router.add_get("/p/{n}", page)
+        return app
+
+
+SPIDER = """
+from eclaw import Spider
+
+class Pages(Spider):
+    name = "pages"
+    start_urls = []
+
+    def __init__(self, base_url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [base_url + "/p/0"]
+
+    def parse(self, response):
+        yield {"page": int(response.css("h1::text").get())}
+        yield from response.follow_all(css="a")
+"""

@@ -1,0 +1,133 @@
+"""One crawl on several worker processes sharing a real redis-server: every item once, a killed
+worker's requests redone, per-host limits held cluster-wide, Redis restarted mid-crawl."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from eclaw.demo.site import expected_products
+from eclaw.testing import serve
+from tests.cluster.servers import SPIDER, CountingSite, RedisServer, redis_server
+from tests.state.site import expected, make_app
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE_SPIDER = str(ROOT / "tests/state/site.py") + ":StateSpider"
+
+
+async def eclaw(tmp: Path, *args: str) -> asyncio.subprocess.Process:
+    quiet = ["-s", "log_level=WARNING"] if args[0] in ("worker", "seed") else []
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", *args, *quiet,
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def ended(process: asyncio.subprocess.Process) -> str:
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()[-3000:]
+    return out.decode() + err.decode()
+
+
+async def stored_items(server: RedisServer, spider: str) -> list[dict[str, object]]:
+    redis = Redis.from_url(server.url, decode_responses=True)
+    try:
+        return [json.loads(text) for text in (await redis.hgetall(f"eclaw:{spider}:items")).values()]
+    finally:
+        await redis.aclose()
+
+
+async def wait_for_items(server: RedisServer, spider: str, count: int) -> None:
+    for _ in range(1500):
+        if len(await stored_items(server, spider)) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"fewer than {count} items after 30 s")
+
+
+async def test_three_workers_crawl_the_demo_shop_once(tmp_path: Path, demo_url: str) -> None:
+    with redis_server(tmp_path) as server:
+        spider = ["spiders/shop.py", "-a", f"base_url={demo_url}", "--redis", server.url]
+        spider[0] = str(ROOT / spider[0])
+        seeded = await ended(await eclaw(tmp_path, "seed", *spider))
+        assert "seeded 1 start requests for 'shop'" in seeded
+        workers = [await eclaw(tmp_path, "worker", *spider, "-o", f"items{n}.jsonl") for n in range(3)]
+        outputs = [await ended(worker) for worker in workers]
+        status = await ended(await eclaw(tmp_path, "status", "--redis", server.url))
+    expected_skus = sorted(p["sku"] for p in expected_products())
+    for n in range(3):  # each worker wrote the whole crawl's items, each once
+        rows = [json.loads(line) for line in (tmp_path / f"items{n}.jsonl").read_text().splitlines()]
+        assert sorted(row["sku"] for row in rows) == expected_skus
+    merged = outputs[0].split("merged stats of every worker")[1]
+    numbers = {
+        name: int(merged.split(name)[1].split()[0])
+        for name in ("requests generated", "parsed", "failed", "dropped", "stored")
+    }
+    assert numbers["requests generated"] == numbers["parsed"] + numbers["failed"] + numbers["dropped"]
+    assert numbers["stored"] >= 500
+    assert "crawl shop: 0 queued, 0 in flight (leased), 500 items" in status
+
+
+async def test_per_host_limit_holds_across_three_workers(tmp_path: Path) -> None:
+    site = CountingSite(pages=60, delay=0.05)
+    (tmp_path / "pages.py").write_text(SPIDER)
+    async with serve(site.app()) as base:
+        with redis_server(tmp_path) as server:
+            spider = [str(tmp_path / "pages.py"), "-a", f"base_url={base}", "--redis", server.url]
+            limits = ["-s", "concurrency=8", "-s", "concurrency_per_domain=2"]
+            await ended(await eclaw(tmp_path, "seed", *spider))
+            workers = [await eclaw(tmp_path, "worker", *spider, *limits) for _ in range(3)]
+            for worker in workers:
+                await ended(worker)
+            items = await stored_items(server, "pages")
+    assert sorted(item["page"] for item in items) == list(range(60))  # type: ignore[type-var]
+    assert site.hits == 60  # each page fetched once, cluster-wide
+    assert site.peak == 2  # three workers of concurrency 8, and the host never saw more than 2 at once
+
+
+async def test_a_worker_killed_mid_crawl_loses_nothing(tmp_path: Path) -> None:
+    parsed, _ = expected()
+    async with serve(make_app(delay=0.03)) as base:
+        with redis_server(tmp_path) as server:
+            spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
+            await ended(await eclaw(tmp_path, "seed", *spider))
+            workers = [await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=2") for _ in range(3)]
+            await wait_for_items(server, "state-site", 100)
+            workers[0].send_signal(signal.SIGKILL)
+            await workers[0].wait()
+            for worker in workers[1:]:
+                await ended(worker)
+            items = await stored_items(server, "state-site")
+    pages = [item["page"] for item in items]
+    assert len(pages) == len(set(pages)) and set(pages) == parsed
+
+
+async def test_redis_restarted_mid_crawl_the_workers_carry_on(tmp_path: Path) -> None:
+    parsed, _ = expected()
+    async with serve(make_app(delay=0.03)) as base:
+        with redis_server(tmp_path) as server:
+            spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
+            await ended(await eclaw(tmp_path, "seed", *spider))
+            workers = [await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=20") for _ in range(2)]
+            await wait_for_items(server, "state-site", 100)
+            server.stop()  # its append-only file keeps the frontier
+            await asyncio.sleep(1.0)
+            server.start()
+            outputs = [await ended(worker) for worker in workers]
+            items = await stored_items(server, "state-site")
+    assert set(item["page"] for item in items) == parsed and len(items) == len(parsed)
+    assert all("merged stats of every worker" in out for out in outputs)
+    assert any("Redis unreachable" in out for out in outputs)  # they did wait for it
+
+
+async def test_unreachable_redis_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    process = await eclaw(tmp_path, "worker", STATE_SPIDER, "--redis", "redis://127.0.0.1:1/0")
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    lines = err.decode().strip().splitlines()
+    assert process.returncode == 2 and len(lines) == 1 and "cannot reach Redis at redis://127.0.0.1:1/0" in lines[0]
