@@ -49,6 +49,10 @@ def cluster_command(args: argparse.Namespace, settings: Settings, overrides: dic
     scheduler = RedisScheduler(args.redis, seed=False, worker=args.name)
     engine = Engine(settings, overrides=overrides, scheduler=lambda: scheduler)
     stats = asyncio.run(crawl_with_signals(engine, spider, spider_args))
+    if stats.finish_reason != "finished":
+        print(stats.summary())
+        print(f"worker stopped ({stats.finish_reason}): what it held is back in the queue; start it again to go on")
+        return 1
     merged, items = asyncio.run(_finish(args.redis, scheduler.prefix, args.output))
     print(f"this worker ({scheduler.worker}):")
     print(stats.summary())

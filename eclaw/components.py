@@ -9,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from eclaw.exceptions import ConfigError
+from eclaw.exceptions import ConfigError, EclawError
 
 if TYPE_CHECKING:
     from eclaw.downloader import Downloader
@@ -63,7 +63,8 @@ class Components:
             try:
                 await close()
             except Exception as exc:
-                logger.error("error closing %r: %s", component, exc, exc_info=exc)
+                shown = None if isinstance(exc, EclawError) else exc  # our own errors are one clear line
+                logger.error("error closing %r: %s", component, exc, exc_info=shown)
 
 
 async def uninterruptible(coro: Any) -> None:

@@ -231,7 +231,8 @@ class Crawl(Checkpointing):
             try:
                 request = await self.scheduler.next_request()
             except Exception as exc:  # a broken frontier: stop cleanly, keep what is pending counted
-                logger.error("scheduler failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+                shown = None if isinstance(exc, EclawError) else exc  # our own errors say it all in one line
+                logger.error("scheduler failed: %s: %s", type(exc).__name__, exc, exc_info=shown)
                 self.stop("scheduler error")
                 return
             if request is None:
@@ -306,7 +307,8 @@ class Crawl(Checkpointing):
         try:
             reasons = await self.scheduler.enqueue(requests)
         except Exception as exc:
-            logger.error("scheduler failed on %d requests: %s", len(requests), exc, exc_info=exc)
+            shown = None if isinstance(exc, EclawError) else exc
+            logger.error("scheduler failed on %d requests: %s", len(requests), exc, exc_info=shown)
             for request in requests:
                 self.emit(RequestFailed(request=request, reason="scheduler error", error=exc))
             return

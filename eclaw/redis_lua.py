@@ -8,7 +8,8 @@ Keys (``P`` is ``eclaw:<spider>:``)::
     P bloom / P seen   Bloom filter bits (a string) / a plain set of fingerprints
     P workers          zset  worker -> heartbeat deadline (ms)
     P leases:<worker>  zset  request id -> its queue score (requests the worker holds)
-    P slots:<host>     zset  slot token -> deadline (ms): downloads running on that host, cluster-wide
+    P slots:<host>     zset  slot token ("<worker>:<id>") -> deadline (ms): downloads on that host, cluster-wide
+    P hosts:<worker>   set   hosts where the worker has taken slots
     P next:<host>      int   when the host's next download may start (ms)
     P items            hash  item id -> JSON (each item once, however often its request is redone)
     P stats            hash  worker -> its stats (JSON)
@@ -76,7 +77,7 @@ return 1
 
 # KEYS: workers, queue. ARGV: key prefix, this worker, its new deadline (ms from now).
 # Renews this worker's heartbeat, and gives the leases of workers whose deadline passed
-# back to the queue. Returns the number of requests given back.
+# back to the queue (and frees their host slots). Returns the number of requests given back.
 REAP = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -90,6 +91,14 @@ for _, worker in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
     back = back + 1
   end
   redis.call('DEL', leases)
+  local mine = worker .. ':'
+  for _, host in ipairs(redis.call('SMEMBERS', ARGV[1] .. 'hosts:' .. worker)) do
+    local slots = ARGV[1] .. 'slots:' .. host
+    for _, token in ipairs(redis.call('ZRANGE', slots, 0, -1)) do
+      if string.sub(token, 1, #mine) == mine then redis.call('ZREM', slots, token) end
+    end
+  end
+  redis.call('DEL', ARGV[1] .. 'hosts:' .. worker)
   redis.call('ZREM', KEYS[1], worker)
 end
 return back
@@ -104,7 +113,7 @@ end
 return {redis.call('ZCARD', KEYS[2]), leased, redis.call('EXISTS', KEYS[3])}
 """
 
-# KEYS: slots:<host>, next:<host>. ARGV: limit, delay (ms), token, slot lifetime (ms).
+# KEYS: slots:<host>, next:<host>, hosts:<worker>. ARGV: limit, delay (ms), token, slot lifetime (ms), host.
 # Takes one of the host's cluster-wide download slots: 0 if taken, else the ms to wait.
 ACQUIRE = """
 local t = redis.call('TIME')
@@ -115,6 +124,7 @@ local nxt = tonumber(redis.call('GET', KEYS[2]) or '0')
 if now < nxt then return nxt - now end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
+redis.call('SADD', KEYS[3], ARGV[5])
 if tonumber(ARGV[2]) > 0 then
   redis.call('SET', KEYS[2], now + tonumber(ARGV[2]), 'PX', tonumber(ARGV[2]) + 1000)
 end

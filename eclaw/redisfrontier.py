@@ -95,6 +95,7 @@ class RedisScheduler:
         self._wake: Callable[[], None] = lambda: None
         self._timer: asyncio.TimerHandle | None = None
         self._marked_seeded = False
+        self._lost = False
 
     def __repr__(self) -> str:
         return f"RedisScheduler({redact_url(self.url)!r}, worker={self.worker!r})"
@@ -148,12 +149,15 @@ class RedisScheduler:
         from redis.exceptions import TimeoutError as RedisTimeout
 
         loop = asyncio.get_running_loop()
-        give_up, wait = loop.time() + self._settings.lease_timeout, 0.1
+        give_up, wait = loop.time() + (0 if self._lost else self._settings.lease_timeout), 0.1
         while True:
             try:
-                return await make()
+                result = await make()
+                self._lost = False
+                return result
             except (RedisConnectionError, RedisTimeout, OSError) as exc:
                 if loop.time() + wait > give_up:
+                    self._lost = True  # later calls fail at once: the crawl is pausing
                     raise RedisLost(
                         f"Redis at {redact_url(self.url)} lost ({exc}): crawl paused; its frontier is kept in Redis,"
                         " start the workers again once Redis is back"
@@ -268,8 +272,8 @@ class RedisScheduler:
         token = f"{self.worker}:{request._id}"
         delay = self._delays.get(host, self._delay)
         lifetime = int((self._settings.timeout + 30) * 1000)
-        args = [self._settings.concurrency_per_domain, int(delay * 1000), token, lifetime]
-        wait_ms = await self._run("ACQUIRE", ["slots:" + host, "next:" + host], args)
+        args = [self._settings.concurrency_per_domain, int(delay * 1000), token, lifetime, host]
+        wait_ms = await self._run("ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args)
         if not wait_ms:
             self._held[request._id] = (host, token)
             return True

@@ -131,3 +131,21 @@ async def test_unreachable_redis_is_one_line_and_exit_2(tmp_path: Path) -> None:
     _, err = await asyncio.wait_for(process.communicate(), 60)
     lines = err.decode().strip().splitlines()
     assert process.returncode == 2 and len(lines) == 1 and "cannot reach Redis at redis://127.0.0.1:1/0" in lines[0]
+
+
+async def test_redis_gone_for_good_pauses_the_worker_and_keeps_the_frontier(tmp_path: Path) -> None:
+    async with serve(make_app(delay=0.03)) as base:
+        with redis_server(tmp_path) as server:
+            spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
+            await ended(await eclaw(tmp_path, "seed", *spider))
+            worker = await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=1")
+            await wait_for_items(server, "state-site", 50)
+            server.stop()
+            out, err = await asyncio.wait_for(worker.communicate(), 60)
+            assert worker.returncode == 1
+            assert "Redis at redis://127.0.0.1" in err.decode() and "lost" in err.decode()
+            assert "worker stopped (scheduler error)" in out.decode()
+            server.start()  # the frontier is still there: a new worker finishes the crawl
+            await ended(await eclaw(tmp_path, "worker", *spider))
+            items = await stored_items(server, "state-site")
+    assert set(item["page"] for item in items) == expected()[0]
