@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo demo-flow test lint bench soak frontier clean test-servers
+.PHONY: install demo demo-flow test lint bench soak frontier cluster-bench clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ soak: $(STAMP)
 ## frontier: peak RSS of a crawl that discovers 1,000,000 URLs (the frontier spills to disk)
 frontier: $(STAMP)
 	$(BIN)/python -m bench.frontier $(FRONTIER_ARGS)
+
+## cluster-bench: the same crawl on 1, 2 and 4 Redis workers against a slow (100 ms) local site
+cluster-bench: $(STAMP) test-servers
+	$(BIN)/python -m bench.cluster $(CLUSTER_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl

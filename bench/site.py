@@ -198,11 +198,11 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def app_process(module: str) -> Iterator[str]:
-    """Run ``python -m module --serve PORT`` (an aiohttp site of a benchmark) in its own
+def app_process(module: str, *args: str) -> Iterator[str]:
+    """Run ``python -m module [args] --serve PORT`` (an aiohttp site of a benchmark) in its own
     process, so only the crawler's memory is measured; yields its base URL."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", module, "--serve", str(port)])
+    server = subprocess.Popen([sys.executable, "-m", module, *args, "--serve", str(port)])
     try:
         deadline = time.monotonic() + 15
         while True:
