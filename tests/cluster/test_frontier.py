@@ -1,0 +1,70 @@
+"""The Redis frontier in process, against a real redis-server: dedupe, order, leases."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from eclaw import Request, Settings, Spider
+from eclaw.redisfrontier import RedisScheduler
+from tests.cluster.servers import redis_server
+
+
+class Named(Spider):
+    name = "unit"
+
+    def detail(self, response: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("dupefilter", ["bloom", "set"])
+async def test_dedupe_priority_order_and_callbacks_by_name(tmp_path: Path, dupefilter: str) -> None:
+    spider = Named()
+    settings = Settings(dupefilter=dupefilter, concurrency=10, concurrency_per_domain=10)  # type: ignore[arg-type]
+    with redis_server(tmp_path) as server:
+        scheduler = RedisScheduler(server.url)
+        await scheduler.open(spider, settings, lambda: None)
+        try:
+            urls = [f"http://127.0.0.1:1/{n}" for n in range(5)]
+            reasons = await scheduler.enqueue([Request(u, callback=spider.detail) for u in urls])
+            assert reasons == [None] * 5
+            again = [Request(urls[0] + "#fragment"), Request(urls[1]), Request(urls[1], dont_filter=True)]
+            assert await scheduler.enqueue(again) == ["duplicate", "duplicate", None]
+            assert await scheduler.enqueue([Request("http://127.0.0.1:1/urgent", priority=5)]) == [None]
+            taken = [await scheduler.next_request() for _ in range(7)]
+            assert [r.url for r in taken if r] == ["http://127.0.0.1:1/urgent", *urls, urls[1]]
+            assert taken[1] is not None and taken[1].callback == spider.detail
+            assert await scheduler.next_request() is None
+        finally:
+            await scheduler.close()
+
+
+async def test_leases_of_a_silent_worker_go_back_to_the_queue(tmp_path: Path) -> None:
+    spider = Named()
+    settings = Settings(lease_timeout=0.5)
+    with redis_server(tmp_path) as server:
+        first, second = RedisScheduler(server.url, worker="first"), RedisScheduler(server.url, worker="second")
+        await first.open(spider, settings, lambda: None)
+        await second.open(spider, settings, lambda: None)
+        try:
+            await first.enqueue([Request("http://127.0.0.1:1/a"), Request("http://127.0.0.1:1/b")])
+            taken = await first.next_request()
+            assert taken is not None and taken.url.endswith("/a")
+            assert first._beat is not None
+            first._beat.cancel()  # "first" goes silent, holding /a
+            await first.done(taken)  # ... but finished /a first: its lease is gone
+            late = await first.next_request()  # takes /b, then is never heard of again
+            assert late is not None and late.url.endswith("/b")
+            for _ in range(50):
+                await second._heartbeat()
+                if second.reclaimed:
+                    break
+                await asyncio.sleep(0.05)
+            assert second.reclaimed == 1  # /b, not /a
+            again = await second.next_request()
+            assert again is not None and again.url.endswith("/b")
+        finally:
+            await second.close()
+            await first.close()
