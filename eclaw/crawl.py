@@ -6,6 +6,7 @@ Internal; users drive crawls through :class:`eclaw.Engine`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import deque
@@ -120,6 +121,7 @@ class Crawl(Checkpointing):
         self._downloads: dict[asyncio.Task[None], Request] = {}
         self._busy = 0  # parse/errback tasks and items inside pipelines
         self._start_done = False
+        self._ids = itertools.count(1)
         self._start_exhausted = False  # every start request was taken (a resumed crawl skips them)
         self._hold: asyncio.Event | None = None  # set while a checkpoint waits for callbacks to end
         self._gated = 0  # callbacks waiting for a checkpoint to end
@@ -291,6 +293,7 @@ class Crawl(Checkpointing):
     async def _submit(self, request: Request, parent: Response | None) -> None:
         """A new request: through dispatch if observed, else straight to the scheduler."""
         if self._watched[RequestGenerated]:
+            self._assign((request,))
             self.emit(RequestGenerated(request=request, parent=parent))
         else:
             await self._enqueue([request])
@@ -302,8 +305,7 @@ class Crawl(Checkpointing):
         if not retry:  # a retry is the same request again: counted once, when generated
             self.stats.requests_generated += len(requests)
         state = self._state
-        if state is not None:
-            state.assign(requests)
+        self._assign(requests)
         try:
             reasons = await self.scheduler.enqueue(requests)
         except Exception as exc:
@@ -329,6 +331,16 @@ class Crawl(Checkpointing):
             self.stats.dropped_by_reason.update(dropped)
         if not self._stopping:
             await self._pump()
+
+    def _assign(self, requests: Iterable[Request]) -> None:
+        """Give new requests their id (logs, trace; the saved state's row)."""
+        if self._state is not None:
+            self._state.assign(requests)
+            return
+        ids = self._ids
+        for request in requests:
+            if not request._id:
+                request._id = next(ids)
 
     def _drop(self, request: Request, reason: str) -> None:
         if self._watched[RequestDropped]:
@@ -490,6 +502,7 @@ class Crawl(Checkpointing):
             counts[1] += 1
             if not self._watched[RequestGenerated]:
                 return True
+            self._assign((value,))
             self.emit(RequestGenerated(request=value, parent=response))
         elif is_item(value):
             counts[0] += 1

@@ -203,8 +203,8 @@ class RedisScheduler:
             reasons.append(reason)
             if reason is not None:
                 continue
-            if request._id:  # leased by this worker (a retry): back to the queue, with its new retry count
-                keys, args = ["leases:" + self.worker, "queue", "requests"], [request._id, record, request.priority]
+            if request._id < 0:  # leased by this worker (a retry): back to the queue, with its new retry count
+                keys, args = ["leases:" + self.worker, "queue", "requests"], [-request._id, record, request.priority]
                 calls.append((index, "REQUEUE", keys, args))
                 continue
             mode, marks = self._marks(request)
@@ -263,13 +263,13 @@ class RedisScheduler:
             return None
         request_id, record = popped
         request = loads(record, self._spider)
-        request._id = int(request_id)
+        request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
         return request
 
     async def _acquire(self, request: Request) -> bool:
         """One of the request's host slots, cluster-wide; else it waits here for as long as Redis says."""
         host = url_host(request.url)
-        token = f"{self.worker}:{request._id}"
+        token = f"{self.worker}:{-request._id}"
         delay = self._delays.get(host, self._delay)
         lifetime = int((self._settings.timeout + 30) * 1000)
         args = [self._settings.concurrency_per_domain, int(delay * 1000), token, lifetime, host]
@@ -297,8 +297,8 @@ class RedisScheduler:
 
     async def done(self, request: Request) -> None:
         """``request`` is finished and its items are stored: drop its lease."""
-        if request._id:
-            await self._run("COMPLETE", ["leases:" + self.worker, "requests"], [request._id])
+        if request._id < 0:
+            await self._run("COMPLETE", ["leases:" + self.worker, "requests"], [-request._id])
 
     def pending(self) -> int:
         queued, leased, seeded = self.counts
