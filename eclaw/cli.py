@@ -19,6 +19,9 @@ from eclaw.exceptions import EclawError
 from eclaw.exporters import resolve_path
 from eclaw.flowcli import add_parser as add_flow_parser
 from eclaw.flowcli import flow_command
+from eclaw.observe import LogContext, log_formatter
+from eclaw.progress import Progress
+from eclaw.report import lifecycle, read_trace, render_report
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider, load_spiders
 from eclaw.stats import Stats
@@ -62,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     crawl.add_argument("--redis", default=None, metavar="URL", help="share the frontier in Redis (also seeds it)")
     crawl.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+    crawl.add_argument("--log-format", choices=["text", "json"], default=None, help="console and --log-file lines")
+    crawl.add_argument("--log-file", default=None, help="also log to this file")
+    crawl.add_argument(
+        "--trace", default=None, metavar="FILE", help="record every event (JSONL) for eclaw trace/report"
+    )
+    crawl.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    crawl.add_argument("-q", "--quiet", action="store_true", help="no live progress")
 
     lister = sub.add_parser("list", help="list the spiders in a file")
     lister.add_argument("path")
@@ -75,6 +85,14 @@ def _parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list past crawls recorded in the store")
     runs.add_argument("store", nargs="?", default=None, help="a store file or a spider name (default: all stores)")
 
+    trace = sub.add_parser("trace", help="one request's life in a --trace file")
+    trace.add_argument("file")
+    which = trace.add_mutually_exclusive_group(required=True)
+    which.add_argument("--url")
+    which.add_argument("--request-id", type=int)
+    report = sub.add_parser("report", help="an HTML report (charts) of a --trace file")
+    report.add_argument("file")
+    report.add_argument("-o", "--output", default="report.html")
     add_flow_parser(sub)
     add_cluster_parsers(sub)
     sub.add_parser("version", help="print the version")
@@ -104,6 +122,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         for cls in load_spiders(args.path):
             print(f"{cls.name or '(no name)'}\t{args.path}:{cls.__name__}")
         return 0
+    if args.command == "trace":
+        print(lifecycle(read_trace(args.file), url=args.url, request_id=args.request_id))
+        return 0
+    if args.command == "report":
+        Path(args.output).write_text(render_report(read_trace(args.file), title=f"eclaw report: {args.file}"))
+        print(f"report written to {args.output}")
+        return 0
     if args.command == "flow":
         return flow_command(args, _pairs(getattr(args, "arg", []), "-a"))
     settings = Settings.from_env()
@@ -122,14 +147,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         overrides["state_dir"] = args.state
     if args.redis is not None:
         overrides["scheduler_url"] = args.redis
+    for option in ("log_format", "log_file", "trace", "metrics_port"):
+        if getattr(args, option) is not None:
+            overrides[option] = getattr(args, option)
     settings.replace(overrides)  # a bad -s fails here, before any import work
     spider_cls = load_spider(args.spider)
     level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
-    _setup_logging(str(level))
+    _setup_logging(str(level), str(settings.replace(overrides).log_format))
     effective = settings.replace(overrides)
     outputs = args.output or ([effective.store] if effective.store else [])
     engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
-    stats = asyncio.run(crawl_with_signals(engine, spider_cls, _pairs(args.arg, "-a")))
+    stats = asyncio.run(crawl_with_signals(engine, spider_cls, _pairs(args.arg, "-a"), quiet=args.quiet))
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
     if stats.finish_reason == "already finished":
         print(f"crawl {spider_cls.name!r} already finished (state in {state}): nothing to do")
@@ -174,14 +202,19 @@ def _runs(target: str | None, settings: Settings) -> int:
     return 0
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, kind: str = "text") -> None:
     name = level.upper()
     if name not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise EclawError(f"bad log level {level!r} (use DEBUG, INFO, WARNING or ERROR)")
-    logging.basicConfig(level=name, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", force=True)
+    handler = logging.StreamHandler()
+    handler.addFilter(LogContext())
+    handler.setFormatter(log_formatter(kind))
+    logging.basicConfig(level=name, handlers=[handler], force=True)
 
 
-async def crawl_with_signals(engine: Engine, spider: type[Spider], spider_args: dict[str, Any]) -> Stats:
+async def crawl_with_signals(
+    engine: Engine, spider: type[Spider], spider_args: dict[str, Any], *, quiet: bool = False
+) -> Stats:
     """Run one crawl; SIGINT/SIGTERM stops it gracefully, a second one at once."""
     loop = asyncio.get_running_loop()
     crawl = engine.prepare(spider, **spider_args)
@@ -204,30 +237,17 @@ async def crawl_with_signals(engine: Engine, spider: type[Spider], spider_args: 
             installed.append(signum)
         except (NotImplementedError, RuntimeError):  # not the main thread / platform
             pass
-    progress = asyncio.create_task(_report_progress(crawl.stats))
+    progress = None if quiet else asyncio.create_task(Progress(crawl.sample).run())
     try:
         async with engine:
             return await engine.run_crawl(crawl)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
     finally:
-        progress.cancel()
+        if progress is not None:
+            progress.cancel()
         for signum in installed:
             loop.remove_signal_handler(signum)
-
-
-async def _report_progress(stats: Stats, every: float = 5.0) -> None:
-    while True:
-        await asyncio.sleep(every)
-        rate = stats.responses_downloaded / max(stats.elapsed, 1e-9)
-        logger.info(
-            "progress: %d responses (%.0f/s), %d items, %d failed, %d dropped",
-            stats.responses_downloaded,
-            rate,
-            stats.items_stored,
-            stats.requests_failed,
-            stats.requests_dropped,
-        )
 
 
 async def _until_signal() -> None:

@@ -45,6 +45,7 @@ from eclaw.failures import FailureLog, RetryQueue, attempts_of
 from eclaw.http import Request, Response
 from eclaw.items import is_item
 from eclaw.middleware import Middleware, chain
+from eclaw.observe import Observers, request_id
 from eclaw.parser import Parser
 from eclaw.pipeline import DeadLetter, ItemPipeline, PipelineRunner
 from eclaw.quality import RunRecorder
@@ -88,6 +89,11 @@ class Crawl(Checkpointing):
         self.pipelines = pipelines
         self.middlewares = middlewares
         self._components = Components(scheduler, downloader, middlewares, pipelines)
+        self._observers = Observers(settings, spider.name)
+        tracer = self._observers.tracer
+        if tracer is not None:  # the trace sees every event
+            subscribed = handlers
+            handlers = lambda kind: (*subscribed(kind), tracer)  # noqa: E731
         self._fetch = chain(middlewares, self._fetch_checked)
         self._dead_letter = DeadLetter(settings.dead_letter)
         self._failures = FailureLog(settings.failures)
@@ -164,6 +170,17 @@ class Crawl(Checkpointing):
     # -- main loop ------------------------------------------------------------------
 
     async def run(self) -> Stats:
+        self._observers.open(self.sample)
+        try:
+            return await self._run()
+        finally:
+            self._observers.close(self.sample)
+
+    def sample(self) -> tuple[Stats, int, int]:
+        """Stats, requests queued, downloads in flight: what progress displays and metrics show."""
+        return self.stats, self.scheduler.pending(), len(self._downloads)
+
+    async def _run(self) -> Stats:
         saved = await self._open_state() if self._state is not None else None
         if saved is not None and saved.status == "finished":
             return self.stats
@@ -358,8 +375,14 @@ class Crawl(Checkpointing):
 
     async def _download(self, request: Request) -> None:
         response = None
+        request_id.set(request._id)  # this task's log lines name the request
+        metrics = self._observers.metrics
         try:
-            response = await self._fetch(request)
+            if metrics is None:
+                response = await self._fetch(request)
+            else:
+                with metrics.latency.time():
+                    response = await self._fetch(request)
         except IgnoreRequest as exc:
             self._drop(request, exc.reason)
             self._finished(request)
@@ -415,6 +438,7 @@ class Crawl(Checkpointing):
 
     async def _parse(self, response: Response) -> None:
         request = response.request
+        request_id.set(request._id)
         counts = [0, 0]
         try:
             if self._hold is not None:

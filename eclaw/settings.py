@@ -77,6 +77,11 @@ class Settings:
         lease_timeout: seconds without a heartbeat after which a worker's requests go
             back to the queue; also how long a worker retries a lost Redis before pausing.
         log_level: logging level name used by the CLI.
+        log_format: ``text`` or ``json`` (one object per line) for ``log_file``
+            and the CLI's console.
+        log_file: also log this crawl to this file (lines carry spider, run id and request id).
+        trace: write every event of the crawl to this JSONL file (``eclaw trace``, ``eclaw report`` read it).
+        metrics_port: serve Prometheus metrics on 127.0.0.1 at this port (0: off).
     """
 
     concurrency: int = 16
@@ -116,6 +121,10 @@ class Settings:
     scheduler_url: str = ""
     lease_timeout: float = 30.0
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    log_file: str = ""
+    trace: str = ""
+    metrics_port: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

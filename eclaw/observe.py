@@ -1,0 +1,245 @@
+"""Watching a crawl: request-aware log lines (text or JSON, to a file), the event trace, and metrics.
+
+Log records get ``spider``, ``run_id`` and ``request_id`` from context
+variables: the crawl sets the first two for all its tasks, and each download
+task sets the request's id, so every line logged about a request carries it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, TextIO
+
+from eclaw.events import (
+    Event,
+    ItemDropped,
+    ItemParsed,
+    ItemStored,
+    RequestDropped,
+    RequestFailed,
+    ResponseDownloaded,
+    ResponseParsed,
+)
+from eclaw.exceptions import ConfigError
+from eclaw.items import item_type
+
+if TYPE_CHECKING:
+    from eclaw.http import Request
+    from eclaw.settings import Settings
+    from eclaw.stats import Stats
+
+__all__ = [
+    "TEXT_FORMAT",
+    "JsonFormatter",
+    "LogContext",
+    "Metrics",
+    "Observers",
+    "Tracer",
+    "log_formatter",
+    "request_id",
+]
+
+request_id: contextvars.ContextVar[int] = contextvars.ContextVar("eclaw_request_id", default=0)
+_crawl: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("eclaw_crawl", default=("-", "-"))
+
+
+class LogContext(logging.Filter):
+    """Adds ``spider``, ``run_id`` and ``request_id`` (0: no request) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.spider, record.run_id = _crawl.get()
+        record.request_id = request_id.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, spider, run_id, request_id (and the error)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data = {
+            "time": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "spider": getattr(record, "spider", "-"),
+            "run_id": getattr(record, "run_id", "-"),
+            "request_id": getattr(record, "request_id", 0),
+        }
+        if record.exc_info:
+            data["error"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(spider)s %(run_id)s req=%(request_id)s]: %(message)s"
+
+
+def log_formatter(kind: str) -> logging.Formatter:
+    return JsonFormatter() if kind == "json" else logging.Formatter(TEXT_FORMAT)
+
+
+class Tracer:
+    """Writes every event of a crawl as one JSON line: ``t`` (seconds since the start), ``event``,
+    ``id`` (the request's), ``url``, and as they apply ``status``, ``reason``, ``attempt``,
+    ``final``, ``items``, ``type`` (an item's), ``bytes``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: TextIO | None = None
+        self._start = time.monotonic()
+
+    def open(self) -> None:
+        try:
+            self._file = open(self.path, "w", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+        except OSError as exc:
+            raise ConfigError(f"cannot write the trace {self.path}: {exc.strerror}") from None
+        self._start = time.monotonic()
+
+    async def __call__(self, event: Event) -> None:
+        if self._file is None:
+            return
+        record: dict[str, Any] = {"t": round(time.monotonic() - self._start, 4), "event": type(event).__name__}
+        request: Request | None = getattr(event, "request", None)
+        response = getattr(event, "response", None)
+        if request is None and response is not None:
+            request = response.request
+        if request is not None:
+            record["id"] = request._id
+            record["url"] = request.url
+        if isinstance(event, ResponseDownloaded):
+            record["status"] = event.response.status
+            record["bytes"] = len(event.response.body)
+        elif isinstance(event, RequestFailed):
+            record |= {"reason": event.reason, "attempt": event.attempt, "final": event.final}
+        elif isinstance(event, RequestDropped | ItemDropped):
+            record["reason"] = event.reason
+        elif isinstance(event, ResponseParsed):
+            record |= {"items": event.items, "requests": event.requests}
+        if isinstance(event, ItemParsed | ItemStored | ItemDropped):
+            record["type"] = item_type(event.item)
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class Metrics:
+    """A Prometheus endpoint for one crawl (``metrics_port``; needs ``prometheus-client``).
+
+    Counters follow the stats; gauges show the queue, downloads in flight and the
+    event loop's lag; a histogram times downloads."""
+
+    def __init__(self, port: int) -> None:
+        try:
+            import prometheus_client as prom
+        except ImportError:
+            raise ConfigError("metrics_port needs prometheus-client: pip install 'eclaw[metrics]'") from None
+        self.port = port
+        self.registry = prom.CollectorRegistry()  # the crawl's own: no process-wide state
+        r = self.registry
+        self.responses = prom.Counter("eclaw_responses", "Responses by status", ["status"], registry=r)
+        self.requests = prom.Counter("eclaw_requests", "Requests that ended, by outcome", ["outcome"], registry=r)
+        self.bytes = prom.Counter("eclaw_downloaded_bytes", "Bytes downloaded", registry=r)
+        self.items = prom.Counter("eclaw_items", "Items by outcome", ["outcome"], registry=r)
+        self.retries = prom.Counter("eclaw_retries", "Attempts tried again", registry=r)
+        self.queue = prom.Gauge("eclaw_queue", "Requests waiting in the frontier", registry=r)
+        self.in_flight = prom.Gauge("eclaw_in_flight", "Downloads in flight", registry=r)
+        self.loop_lag = prom.Gauge("eclaw_event_loop_lag_seconds", "How late the event loop wakes", registry=r)
+        self.latency = prom.Histogram("eclaw_download_seconds", "Download time", registry=r)
+        self._server: Any = None
+        self._seen: dict[str, float] = {}
+
+    def start(self) -> None:
+        import prometheus_client as prom
+
+        try:
+            self._server, _ = prom.start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve metrics on port {self.port}: {exc.strerror}") from None
+
+    def update(self, stats: Stats, queue: int, in_flight: int) -> None:
+        """Bring the counters up to ``stats`` (they only grow: add what is new)."""
+        for status, n in stats.status_counts.items():
+            self._add(self.responses.labels(str(status)), f"status {status}", n)
+        for outcome, n in (
+            ("parsed", stats.requests_parsed),
+            ("failed", stats.requests_failed),
+            ("dropped", stats.requests_dropped),
+        ):
+            self._add(self.requests.labels(outcome), outcome, n)
+        for outcome, n in (("stored", stats.items_stored), ("dropped", stats.items_dropped)):
+            self._add(self.items.labels(outcome), "items " + outcome, n)
+        self._add(self.bytes, "bytes", stats.bytes_downloaded)
+        self._add(self.retries, "retries", stats.retries)
+        self.queue.set(queue)
+        self.in_flight.set(in_flight)
+
+    def _add(self, counter: Any, key: str, total: float) -> None:
+        new = total - self._seen.get(key, 0)
+        if new > 0:
+            counter.inc(new)
+            self._seen[key] = total
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class Observers:
+    """What a crawl's settings ask for: a log file, the trace, metrics; set up and torn down with the crawl."""
+
+    def __init__(self, settings: Settings, spider: str) -> None:
+        self.run_id = uuid.uuid4().hex[:12]
+        self.spider = spider
+        self.settings = settings
+        self.tracer = Tracer(settings.trace) if settings.trace else None
+        self.metrics = Metrics(settings.metrics_port) if settings.metrics_port else None
+        self._handler: logging.Handler | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def open(self, sample: Any) -> None:
+        """``sample()`` returns (stats, queue size, downloads in flight) for the metrics."""
+        _crawl.set((self.spider, self.run_id))  # this task's context: the crawl's tasks inherit it
+        if self.settings.log_file:
+            try:
+                self._handler = logging.FileHandler(self.settings.log_file, encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(f"cannot write the log file {self.settings.log_file}: {exc.strerror}") from None
+            self._handler.addFilter(LogContext())
+            self._handler.setFormatter(log_formatter(self.settings.log_format))
+            logging.getLogger("eclaw").addHandler(self._handler)
+        if self.tracer is not None:
+            self.tracer.open()
+        if self.metrics is not None:
+            self.metrics.start()
+            self._task = asyncio.create_task(self._watch(sample))
+
+    async def _watch(self, sample: Any) -> None:
+        assert self.metrics is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.25)
+            self.metrics.loop_lag.set(max(0.0, loop.time() - before - 0.25))
+            self.metrics.update(*sample())
+
+    def close(self, sample: Any) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self.metrics is not None:
+            self.metrics.update(*sample())
+            self.metrics.stop()
+        if self.tracer is not None:
+            self.tracer.close()
+        if self._handler is not None:
+            logging.getLogger("eclaw").removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None

@@ -1,0 +1,169 @@
+"""Reading a crawl's event trace (``--trace``): one request's life, and a self-contained HTML report."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from eclaw.exceptions import ConfigError
+
+__all__ = ["lifecycle", "read_trace", "render_report"]
+
+Record = dict[str, Any]
+
+
+def read_trace(path: str | Path) -> list[Record]:
+    """The events of a trace file; a clear :class:`ConfigError` if it is missing or not a trace."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            records = [json.loads(line) for line in file if line.strip()]
+    except OSError as exc:
+        raise ConfigError(f"cannot read the trace {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not a trace (line {exc.lineno}: {exc.msg})") from None
+    if records and "event" not in records[0]:
+        raise ConfigError(f"{path} is not a trace written by --trace")
+    return records
+
+
+def _describe(record: Record) -> str:
+    event = record["event"]
+    if event == "ResponseDownloaded":
+        return f"{record.get('status')}, {record.get('bytes', 0)} bytes"
+    if event == "RequestFailed":
+        what = "final" if record.get("final", True) else "will retry"
+        return f"attempt {record.get('attempt')}: {record.get('reason')} ({what})"
+    if event in ("RequestDropped", "ItemDropped"):
+        return str(record.get("reason", ""))
+    if event == "ResponseParsed":
+        return f"{record.get('items', 0)} items, {record.get('requests', 0)} requests"
+    if event in ("ItemParsed", "ItemStored"):
+        return str(record.get("type", ""))
+    return ""
+
+
+def lifecycle(records: Iterable[Record], *, url: str | None = None, request_id: int | None = None) -> str:
+    """The events of one request (by id, or every request for ``url``), with times."""
+    by_id: dict[int, list[Record]] = defaultdict(list)
+    for record in records:
+        if "id" in record:
+            by_id[record["id"]].append(record)
+    wanted = url.partition("#")[0] if url else None
+    if request_id is not None:
+        ids = [request_id] if request_id in by_id else []
+    else:
+        ids = [i for i, events in by_id.items() if events[0].get("url", "").partition("#")[0] == wanted]
+    duplicates = [i for i in ids if any(e.get("reason") == "duplicate" for e in by_id[i])]
+    shown = [i for i in ids if i not in duplicates] or duplicates[:1]
+    if not shown:
+        return f"no request {'id ' + str(request_id) if request_id is not None else url} in this trace"
+    lines = []
+    for ident in shown:
+        events = by_id[ident]
+        lines.append(f"request {ident} {events[0].get('url', '')}")
+        start = scheduled = events[0]["t"]
+        for record in events:
+            note = _describe(record)
+            if record["event"] == "RequestScheduled":
+                scheduled = record["t"]
+            if record["event"] == "ResponseDownloaded":
+                note += f" (download {record['t'] - scheduled:.3f}s)"
+            lines.append(f"  {record['t'] - start:+8.3f}s  {record['event']:<18} {note}".rstrip())
+    if duplicates and len(shown) < len(ids):
+        lines.append(f"(and {len(duplicates)} more links to it, dropped as duplicates)")
+    return "\n".join(lines)
+
+
+# -- the HTML report ---------------------------------------------------------------------
+
+
+def _bars(title: str, pairs: Sequence[tuple[str, float]], *, unit: str = "", width: int = 640) -> str:
+    """A horizontal bar chart as inline SVG."""
+    if not pairs:
+        return f"<h2>{html.escape(title)}</h2><p>nothing recorded</p>"
+    top = max(value for _, value in pairs) or 1
+    row, label_w = 22, 260
+    parts = [f'<svg width="{width}" height="{row * len(pairs) + 10}" role="img" aria-label="{html.escape(title)}">']
+    for i, (label, value) in enumerate(pairs):
+        y = i * row + 5
+        w = (width - label_w - 80) * value / top
+        parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end">{html.escape(label[:40])}</text>')
+        parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{row - 6}" fill="#4c78a8"/>')
+        parts.append(f'<text x="{label_w + w + 6:.1f}" y="{y + 14}">{value:g}{unit}</text>')
+    parts.append("</svg>")
+    return f"<h2>{html.escape(title)}</h2>" + "".join(parts)
+
+
+def _columns(title: str, values: list[float], *, label: str, width: int = 640, height: int = 160) -> str:
+    """A column chart (a time series or a histogram) as inline SVG."""
+    if not values:
+        return f"<h2>{html.escape(title)}</h2><p>nothing recorded</p>"
+    top = max(values) or 1
+    step = width / len(values)
+    parts = [f'<svg width="{width}" height="{height + 20}" role="img" aria-label="{html.escape(title)}">']
+    for i, value in enumerate(values):
+        h = height * value / top
+        x, y = i * step, height - h
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(step - 1, 1):.1f}" height="{h:.1f}" fill="#f58518"/>')
+    parts.append(f'<text x="0" y="{height + 16}">{html.escape(label)} (max {top:g})</text></svg>')
+    return f"<h2>{html.escape(title)}</h2>" + "".join(parts)
+
+
+def render_report(records: list[Record], *, title: str = "eclaw crawl report") -> str:
+    """A self-contained HTML page (inline SVG charts, no scripts) summarising a trace."""
+    downloaded = [r for r in records if r["event"] == "ResponseDownloaded"]
+    failed = [r for r in records if r["event"] == "RequestFailed" and r.get("final", True)]
+    stored = [r for r in records if r["event"] == "ItemStored"]
+    end = max((r["t"] for r in records), default=0.0)
+    seconds = max(1, int(end) + 1)
+    buckets = max(1, min(60, seconds))
+    per = seconds / buckets
+    throughput = [0.0] * buckets
+    for record in downloaded:
+        throughput[min(buckets - 1, int(record["t"] / per))] += 1 / per
+    scheduled: dict[int, float] = {}
+    latencies = []
+    for record in records:
+        if record["event"] == "RequestScheduled":
+            scheduled[record["id"]] = record["t"]
+        elif record["event"] == "ResponseDownloaded" and record.get("id") in scheduled:
+            latencies.append(record["t"] - scheduled[record["id"]])
+    bins = 20
+    slowest = max(latencies, default=0.0) or 1.0
+    histogram = [0.0] * bins
+    for value in latencies:
+        histogram[min(bins - 1, int(value / slowest * bins))] += 1
+    statuses = Counter(str(r.get("status")) for r in downloaded)
+    domains = Counter(urlsplit(r.get("url", "")).hostname or "?" for r in failed)
+    failing = Counter(f"{r.get('url', '')} ({r.get('reason')})" for r in failed)
+    types = Counter(r.get("type", "?") for r in stored)
+    summary = (
+        f"{len(downloaded)} responses, {len(failed)} requests failed, {len(stored)} items stored "
+        f"in {end:.1f} s ({len(downloaded) / max(end, 1e-9):.1f} responses/s)"
+    )
+    body = [
+        f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>",
+        _columns("Throughput over time", throughput, label=f"responses/s, {per:g} s per column, {end:.0f} s in all"),
+        _bars("Status codes", sorted(statuses.items())),
+        _columns(
+            "Download latency",
+            histogram,
+            label=f"{len(latencies)} downloads, 0 to {slowest:.3f} s in {bins} bins",
+        ),
+        _bars("Failing domains", domains.most_common(10)),
+        _bars("Top failing URLs", failing.most_common(10)),
+        _bars("Items stored by type", types.most_common(20)),
+    ]
+    style = (
+        "body{font-family:system-ui,sans-serif;margin:2em;max-width:760px}"
+        "svg text{font-size:12px;fill:#333}h2{font-size:1.1em;margin-top:1.6em}"
+    )
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n"
+    )
