@@ -1,0 +1,165 @@
+"""Watching a crawl: JSON logs with request ids, one log handler per crawl, the event trace and a
+retried URL's lifecycle, the HTML report, the Prometheus endpoint, and progress lines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import pty
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from lxml import html as lxml_html
+
+from eclaw import Engine, Response, Spider
+from eclaw.middlewares import Retry
+from eclaw.progress import Progress, progress_line
+from eclaw.report import lifecycle, read_trace, render_report
+from eclaw.stats import Stats
+from eclaw.testing import serve
+from tests.conftest import assert_accounted
+from tests.sites import FlakySite
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Titles(Spider):
+    name = "titles"
+
+    def parse(self, response: Response) -> Any:
+        yield {"url": response.url, "title": response.css("title::text").get()}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def crawl(base: str, tmp: Path, tag: str = "", **settings: Any) -> Any:
+    urls = [f"{base}/fail/a{tag}?times=1", f"{base}/ok/b", f"{base}/ok/c", f"{base}/fail/gone{tag}?times=9&status=404"]
+    engine = Engine(middlewares=[Retry(2, base=0.01, cap=0.02)], overrides={"failures": "", **settings})
+    async with engine:
+        return await engine.crawl(Titles, start_urls=urls)
+
+
+async def test_json_log_file_lines_carry_spider_run_and_request_ids_one_handler_per_crawl(
+    tmp_path: Path, caplog: Any
+) -> None:
+    caplog.set_level(logging.INFO, logger="eclaw")  # the file gets what the logger's level lets through
+    site = FlakySite()
+    root = logging.getLogger("eclaw")
+    before = list(root.handlers)
+    async with serve(site.app()) as base:
+        for run in ("one", "two"):
+            stats = await crawl(base, tmp_path, run, log_file=str(tmp_path / f"{run}.jsonl"), log_format="json")
+            assert_accounted(stats)
+    assert root.handlers == before  # each crawl removed its handler
+    lines = [json.loads(line) for line in (tmp_path / "two.jsonl").read_text().splitlines()]
+    about = [line for line in lines if "retrying" in line["message"] or line["message"].startswith("failed")]
+    assert len(about) == 2 and all(line["request_id"] > 0 and line["spider"] == "titles" for line in about)
+    assert len({line["run_id"] for line in lines}) == 1  # only crawl two's lines in its file
+    first = {json.loads(line)["run_id"] for line in (tmp_path / "one.jsonl").read_text().splitlines()}
+    assert first and first.isdisjoint({lines[0]["run_id"]})
+
+
+async def test_trace_shows_a_retried_urls_lifecycle_and_the_report_renders(tmp_path: Path) -> None:
+    site = FlakySite()
+    trace = tmp_path / "trace.jsonl"
+    async with serve(site.app()) as base:
+        stats = await crawl(base, tmp_path, trace=str(trace))
+    records = read_trace(trace)
+    assert {r["event"] for r in records} >= {"RequestGenerated", "RequestScheduled", "ResponseDownloaded"}
+    story = lifecycle(records, url=f"{base}/fail/a?times=1")
+    steps = [line.split()[1] for line in story.splitlines()[1:]]
+    assert steps == [
+        "RequestGenerated",
+        "RequestScheduled",
+        "RequestFailed",
+        "RequestScheduled",
+        "ResponseDownloaded",
+        "ItemParsed",
+        "ResponseParsed",
+        "ItemStored",
+    ], story
+    assert "(will retry)" in story and "200," in story
+    page = lxml_html.fromstring(render_report(records))
+    assert [h.text for h in page.iter("h2")] == [
+        "Throughput over time",
+        "Status codes",
+        "Download latency",
+        "Failing domains",
+        "Top failing URLs",
+        "Items stored by type",
+    ]
+    assert len(list(page.iter("svg"))) == 6
+    assert stats.requests_failed == 1 and "gone" in page.text_content()
+
+
+async def test_metrics_endpoint_is_scraped_during_a_crawl(tmp_path: Path) -> None:
+    port = free_port()
+    site = FlakySite()
+    async with serve(site.app()) as base:
+        engine = Engine(overrides={"metrics_port": port, "failures": ""})
+        urls = [f"{base}/stall/s{n}?times=1&s=0.6" for n in range(3)] + [f"{base}/ok/x"]
+        async with engine:
+            task = asyncio.create_task(engine.crawl(Titles, start_urls=urls))
+            await asyncio.sleep(0.4)
+            during = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read())
+            await task
+    text = during.decode()
+    assert 'eclaw_responses_total{status="200"}' in text
+    assert "eclaw_in_flight 3.0" in text  # the three stalled downloads
+    assert "eclaw_download_seconds_bucket" in text and "eclaw_event_loop_lag_seconds" in text
+    try:
+        await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1))
+        raise AssertionError("the metrics server outlived its crawl")
+    except OSError:
+        pass
+
+
+async def test_progress_log_lines_when_not_a_tty(caplog: Any) -> None:
+    stats = Stats(spider="s", requests_parsed=40, items_stored=12, requests_failed=2)
+    stats.failed_by_reason.update({"http 404": 2})
+    progress = Progress(lambda: (stats, 7, 3), every=0.02)
+    with caplog.at_level(logging.INFO, logger="eclaw.progress"):
+        task = asyncio.create_task(progress.run())
+        await asyncio.sleep(0.1)
+        task.cancel()
+    line = next(r.getMessage() for r in caplog.records if r.name == "eclaw.progress")
+    assert line.startswith("progress: 40 pages (") and "12 items, 7 queued, 3 in flight" in line
+    assert "errors: http 404 2" in line
+    assert progress_line(stats, 10, 0, 2.0).endswith("queue ETA 5s; errors: http 404 2")
+
+
+def test_live_progress_on_a_terminal(tmp_path: Path) -> None:
+    """The CLI in a pseudo-terminal draws the rich table; with --quiet it does not."""
+    spider = tmp_path / "slow.py"
+    spider.write_text(
+        "import asyncio\nfrom eclaw import Spider\n"
+        "class Slow(Spider):\n    name = 'slow'\n    start_urls = ['data:,x']\n"
+        "    async def start_requests(self):\n        await asyncio.sleep(1.5)\n        return\n        yield\n"
+    )
+    for quiet, expected in ((False, True), (True, False)):
+        main, child = pty.openpty()
+        args = [sys.executable, "-m", "eclaw", "crawl", str(spider), "-s", "store="] + (["--quiet"] if quiet else [])
+        process = subprocess.Popen(args, stdout=child, stderr=subprocess.DEVNULL, cwd=tmp_path)
+        os.close(child)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output += chunk
+        process.wait(30)
+        os.close(main)
+        assert (b"eclaw: slow" in output and b"queued / in flight" in output) is expected
