@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo demo-flow test lint bench soak frontier cluster-bench clean test-servers
+.PHONY: install demo demo-flow report-check test lint bench soak frontier cluster-bench clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,19 @@ demo-flow: $(STAMP)
 	for i in $$(seq 100); do grep -q "demo shop at" $$log && break; sleep 0.1; done; \
 	$(BIN)/eclaw flow run spiders/shop_flow.py -a base_url=http://127.0.0.1:$(DEMO_PORT); rc=$$?; \
 	kill $$server; rm -f $$log; exit $$rc
+
+## report-check: trace a crawl of the demo shop, render its report, screenshot it in headless Chromium
+report-check: $(STAMP)
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	@out=$$(mktemp -d); log=$$out/serve.log; \
+	$(BIN)/eclaw demo --serve --port $(DEMO_PORT) > $$log 2>&1 & server=$$!; \
+	for i in $$(seq 100); do grep -q "demo shop at" $$log && break; sleep 0.1; done; \
+	$(BIN)/eclaw crawl spiders/shop.py -a base_url=http://127.0.0.1:$(DEMO_PORT) -s store= -q \
+	  -o $$out/items.jsonl --trace $$out/trace.jsonl > /dev/null; rc=$$?; kill $$server; test $$rc = 0 || exit $$rc; \
+	$(BIN)/eclaw report $$out/trace.jsonl -o $$out/report.html && \
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=820,1500 \
+	  --screenshot=docs/report.png file://$$out/report.html 2>/dev/null && \
+	test $$(stat -c %s docs/report.png) -gt 20000 && echo "report rendered: docs/report.png ($$(stat -c %s docs/report.png) bytes)"
 
 ## test: install, lint, type-check and run the whole test suite
 test: $(STAMP) test-servers lint

@@ -1,5 +1,5 @@
 """Side-by-side crawl benchmark: eclaw vs Scrapy vs a no-framework baseline
-(and eclaw saving its state with ``--state``, for the cost of checkpoints).
+(and eclaw with ``--state``, and with ``--trace`` and ``--metrics-port``, for what they cost).
 
     python -m bench.run [--pages 20000] [--repeats 3] [--scaling 2000,20000,60000]
 
@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.site import generate, product, serve, taskset
+from bench.site import free_port, generate, product, serve, taskset
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache"
@@ -36,6 +36,8 @@ def command(name: str, base: str, out: Path) -> list[str]:
         state = CACHE / "state"
         shutil.rmtree(state, ignore_errors=True)
         return [*command("eclaw", base, out), "--state", str(state)]
+    if name == "eclaw-observed":  # the same crawl with the event trace and the metrics endpoint on
+        return [*command("eclaw", base, out), "--trace", str(CACHE / "trace.jsonl"), "--metrics-port", str(free_port())]
     if name == "eclaw":
         return [
             sys.executable,
@@ -141,7 +143,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scaling", default="2000,20000,60000", help="page counts for the scaling runs ('' = skip)")
-    parser.add_argument("--contenders", default="eclaw,eclaw-state,scrapy,baseline")
+    parser.add_argument("--contenders", default="eclaw,eclaw-state,eclaw-observed,scrapy,baseline")
     parser.add_argument("--out", default=str(RESULTS / "latest.json"), help="where to write the JSON report")
     args = parser.parse_args()
     contenders = args.contenders.split(",")
@@ -154,7 +156,7 @@ def main() -> None:
     for pages in [int(p) for p in args.scaling.split(",") if p]:
         print(f"scaling at {pages} pages")
         largest = max(int(p) for p in args.scaling.split(","))
-        names = [n for n in contenders if n != "eclaw-state" and (n != "scrapy" or pages == largest)]
+        names = [n for n in contenders if not n.startswith("eclaw-") and (n != "scrapy" or pages == largest)]
         scaling[str(pages)] = compare(pages, 1, names)[0]
 
     print("micro-benchmarks (best of 3)")
@@ -191,6 +193,10 @@ def ratios(medians: dict[str, dict[str, float]]) -> dict[str, float]:
             result[f"eclaw/{other} pages_per_s"] = eclaw["pages_per_s"] / o["pages_per_s"]
             result[f"eclaw/{other} cpu_ms_per_page"] = eclaw["cpu_ms_per_page"] / o["cpu_ms_per_page"]
             result[f"eclaw/{other} peak_rss_mb"] = eclaw["peak_rss_mb"] / o["peak_rss_mb"]
+    if eclaw and "eclaw-observed" in medians:  # the cost of --trace and --metrics-port
+        observed = medians["eclaw-observed"]
+        result["eclaw-observed/eclaw pages_per_s"] = observed["pages_per_s"] / eclaw["pages_per_s"]
+        result["eclaw-observed/eclaw cpu_ms_per_page"] = observed["cpu_ms_per_page"] / eclaw["cpu_ms_per_page"]
     if eclaw and "eclaw-state" in medians:  # the cost of checkpoints
         saving = medians["eclaw-state"]
         result["eclaw-state/eclaw pages_per_s"] = saving["pages_per_s"] / eclaw["pages_per_s"]

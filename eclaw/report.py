@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -120,9 +121,8 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
     failed = [r for r in records if r["event"] == "RequestFailed" and r.get("final", True)]
     stored = [r for r in records if r["event"] == "ItemStored"]
     end = max((r["t"] for r in records), default=0.0)
-    seconds = max(1, int(end) + 1)
-    buckets = max(1, min(60, seconds))
-    per = seconds / buckets
+    per = max(end / 60, 0.05)  # about 60 columns, however long the crawl
+    buckets = max(1, math.ceil(end / per))
     throughput = [0.0] * buckets
     for record in downloaded:
         throughput[min(buckets - 1, int(record["t"] / per))] += 1 / per
@@ -148,7 +148,7 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
     )
     body = [
         f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>",
-        _columns("Throughput over time", throughput, label=f"responses/s, {per:g} s per column, {end:.0f} s in all"),
+        _columns("Throughput over time", throughput, label=f"responses/s, {per:.2g} s per column, {end:.1f} s in all"),
         _bars("Status codes", sorted(statuses.items())),
         _columns(
             "Download latency",
