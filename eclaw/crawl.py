@@ -90,10 +90,10 @@ class Crawl(Checkpointing):
         self.middlewares = middlewares
         self._components = Components(scheduler, downloader, middlewares, pipelines)
         self._observers = Observers(settings, spider.name)
-        tracer = self._observers.tracer
-        if tracer is not None:  # the trace sees every event
+        tracer = self._tracer = self._observers.tracer
+        if tracer is not None:  # the trace sees the rarer events through the bus, the others directly
             subscribed = handlers
-            handlers = lambda kind: (*subscribed(kind), tracer)  # noqa: E731
+            handlers = lambda kind: (*subscribed(kind), *((tracer,) if kind.__name__ in tracer.BUS_EVENTS else ()))  # noqa: E731
         self._fetch = chain(middlewares, self._fetch_checked)
         self._dead_letter = DeadLetter(settings.dead_letter)
         self._failures = FailureLog(settings.failures)
@@ -266,6 +266,8 @@ class Crawl(Checkpointing):
                 self.emit(RequestScheduled(request=request))
             else:
                 self.stats.requests_scheduled += 1
+            if self._tracer is not None:
+                self._tracer.scheduled(request)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -331,6 +333,8 @@ class Crawl(Checkpointing):
             for request in requests:
                 self.emit(RequestFailed(request=request, reason="scheduler error", error=exc))
             return
+        if self._tracer is not None and not retry:
+            self._tracer.generated(requests, reasons)
         if state is not None:
             for request, reason in zip(requests, reasons, strict=True):
                 if reason is None:
@@ -360,6 +364,8 @@ class Crawl(Checkpointing):
                 request._id = next(ids)
 
     def _drop(self, request: Request, reason: str) -> None:
+        if self._tracer is not None:
+            self._tracer.dropped(request, reason)
         if self._watched[RequestDropped]:
             self.emit(RequestDropped(request=request, reason=reason))
         else:
@@ -431,6 +437,8 @@ class Crawl(Checkpointing):
         self._spawn(self._parse(event.response))
 
     def _count_downloaded(self, response: Response) -> None:
+        if self._tracer is not None:
+            self._tracer.downloaded(response)
         stats = self.stats
         stats.responses_downloaded += 1
         stats.status_counts[response.status] += 1

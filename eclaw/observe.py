@@ -13,6 +13,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from eclaw.events import (
@@ -20,16 +21,14 @@ from eclaw.events import (
     ItemDropped,
     ItemParsed,
     ItemStored,
-    RequestDropped,
     RequestFailed,
-    ResponseDownloaded,
     ResponseParsed,
 )
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_type
 
 if TYPE_CHECKING:
-    from eclaw.http import Request
+    from eclaw.http import Request, Response
     from eclaw.settings import Settings
     from eclaw.stats import Stats
 
@@ -85,11 +84,23 @@ def log_formatter(kind: str) -> logging.Formatter:
 class Tracer:
     """Writes every event of a crawl as one JSON line: ``t`` (seconds since the start), ``event``,
     ``id`` (the request's), ``url``, and as they apply ``status``, ``reason``, ``attempt``,
-    ``final``, ``items``, ``type`` (an item's), ``bytes``."""
+    ``final``, ``items``, ``type`` (an item's), ``bytes``.
+
+    The crawl calls :meth:`generated`, :meth:`scheduled` and :meth:`downloaded` itself (they
+    happen per link and per download, and subscribing would take the engine off its fast
+    path); the rarer events arrive as a bus subscriber (:meth:`__call__`). A link dropped when
+    it is generated is one ``RequestGenerated`` record with its ``dropped`` reason.
+    """
+
+    BUS_EVENTS = frozenset(
+        {"RequestFailed", "ResponseParsed", "ItemParsed", "ItemStored", "ItemDropped"}
+        | {"SpiderOpened", "SpiderClosed", "EngineIdle"}
+    )
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._file: TextIO | None = None
+        self._write: Any = None
         self._start = time.monotonic()
 
     def open(self) -> None:
@@ -97,7 +108,33 @@ class Tracer:
             self._file = open(self.path, "w", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
         except OSError as exc:
             raise ConfigError(f"cannot write the trace {self.path}: {exc.strerror}") from None
+        self._write = self._file.write
         self._start = time.monotonic()
+
+    def generated(self, requests: Iterable[Request], reasons: Iterable[str | None]) -> None:
+        t = round(time.monotonic() - self._start, 4)
+        write, dumps = self._write, _dumps
+        for request, reason in zip(requests, reasons, strict=True):
+            drop = f',"dropped":{dumps(reason)}' if reason is not None else ""
+            write(f'{{"t":{t},"event":"RequestGenerated","id":{request._id},"url":{dumps(request.url)}{drop}}}\n')
+
+    def dropped(self, request: Request, reason: str) -> None:
+        t = round(time.monotonic() - self._start, 4)
+        self._write(
+            f'{{"t":{t},"event":"RequestDropped","id":{request._id},"url":{_dumps(request.url)},'
+            f'"reason":{_dumps(reason)}}}\n'
+        )
+
+    def scheduled(self, request: Request) -> None:
+        t = round(time.monotonic() - self._start, 4)
+        self._write(f'{{"t":{t},"event":"RequestScheduled","id":{request._id},"url":{_dumps(request.url)}}}\n')
+
+    def downloaded(self, response: Response) -> None:
+        t, request = round(time.monotonic() - self._start, 4), response.request
+        self._write(
+            f'{{"t":{t},"event":"ResponseDownloaded","id":{request._id},"url":{_dumps(request.url)},'
+            f'"status":{response.status},"bytes":{len(response.body)}}}\n'
+        )
 
     async def __call__(self, event: Event) -> None:
         if self._file is None:
@@ -110,23 +147,23 @@ class Tracer:
         if request is not None:
             record["id"] = request._id
             record["url"] = request.url
-        if isinstance(event, ResponseDownloaded):
-            record["status"] = event.response.status
-            record["bytes"] = len(event.response.body)
-        elif isinstance(event, RequestFailed):
+        if isinstance(event, RequestFailed):
             record |= {"reason": event.reason, "attempt": event.attempt, "final": event.final}
-        elif isinstance(event, RequestDropped | ItemDropped):
+        elif isinstance(event, ItemDropped):
             record["reason"] = event.reason
         elif isinstance(event, ResponseParsed):
             record |= {"items": event.items, "requests": event.requests}
         if isinstance(event, ItemParsed | ItemStored | ItemDropped):
             record["type"] = item_type(event.item)
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
 
 
 class Metrics:
