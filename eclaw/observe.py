@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterable
@@ -101,6 +102,7 @@ class Tracer:
         self.path = path
         self._file: TextIO | None = None
         self._write: Any = None
+        self._ends: dict[str | None, str] = {}  # the end of a generated record, by drop reason
         self._start = time.monotonic()
 
     def open(self) -> None:
@@ -112,11 +114,16 @@ class Tracer:
         self._start = time.monotonic()
 
     def generated(self, requests: Iterable[Request], reasons: Iterable[str | None]) -> None:
-        t = round(time.monotonic() - self._start, 4)
-        write, dumps = self._write, _dumps
+        head = f'{{"t":{time.monotonic() - self._start:.4f},"event":"RequestGenerated","id":'
+        ends = self._ends
+        lines = []
         for request, reason in zip(requests, reasons, strict=True):
-            drop = f',"dropped":{dumps(reason)}' if reason is not None else ""
-            write(f'{{"t":{t},"event":"RequestGenerated","id":{request._id},"url":{dumps(request.url)}{drop}}}\n')
+            url = request.url
+            end = ends.get(reason)
+            if end is None:
+                end = ends[reason] = "}\n" if reason is None else f',"dropped":{_dumps(reason)}}}\n'
+            lines.append(f'{head}{request._id},"url":{chr(34) + url + chr(34) if _plain(url) else _dumps(url)}{end}')
+        self._write("".join(lines))
 
     def dropped(self, request: Request, reason: str) -> None:
         t = round(time.monotonic() - self._start, 4)
@@ -164,6 +171,7 @@ class Tracer:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
+_plain = re.compile(r'[^"\\\x00-\x1f]*\Z').match  # a string JSON needs no escapes for
 
 
 class Metrics:
