@@ -101,6 +101,19 @@ class Crawl(Checkpointing):
         self._logs = {"failures": self._failures, "dead letter": self._dead_letter}
         self._wakeup = asyncio.Event()
         stats = self.stats
+        record = tracer.record if tracer is not None else None
+
+        def traced(count: Callable[[Any], None]) -> Callable[[Any], None]:
+            """An accounting step that also writes the event to the trace (when there is one)."""
+            if record is None:
+                return count
+
+            def count_and_record(event: Any) -> None:
+                count(event)
+                record(event)
+
+            return count_and_record
+
         self.bus = EventBus(
             handlers,
             owners={
@@ -110,11 +123,11 @@ class Crawl(Checkpointing):
             },
             accounting={
                 RequestScheduled: lambda event: setattr(stats, "requests_scheduled", stats.requests_scheduled + 1),
-                ResponseParsed: lambda event: setattr(stats, "requests_parsed", stats.requests_parsed + 1),
+                ResponseParsed: traced(lambda event: setattr(stats, "requests_parsed", stats.requests_parsed + 1)),
                 RequestDropped: lambda event: stats.add_dropped(event.reason),
-                ItemParsed: self._accept_item,
-                ItemStored: lambda event: setattr(stats, "items_stored", stats.items_stored + 1),
-                ItemDropped: lambda event: stats.add_item_dropped(event.reason),
+                ItemParsed: traced(self._accept_item),
+                ItemStored: traced(lambda event: setattr(stats, "items_stored", stats.items_stored + 1)),
+                ItemDropped: traced(lambda event: stats.add_item_dropped(event.reason)),
             },
             stats=stats,
             wake=self._wakeup.set,

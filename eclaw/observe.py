@@ -87,16 +87,13 @@ class Tracer:
     ``id`` (the request's), ``url``, and as they apply ``status``, ``reason``, ``attempt``,
     ``final``, ``items``, ``type`` (an item's), ``bytes``.
 
-    The crawl calls :meth:`generated`, :meth:`scheduled` and :meth:`downloaded` itself (they
-    happen per link and per download, and subscribing would take the engine off its fast
-    path); the rarer events arrive as a bus subscriber (:meth:`__call__`). A link dropped when
+    The crawl calls :meth:`generated`, :meth:`scheduled`, :meth:`downloaded` and (from its
+    accounting) :meth:`record` itself: those happen per link, download or item, and subscribing
+    would take the engine off its fast path; the rare events arrive as a bus subscriber. A link dropped when
     it is generated is one ``RequestGenerated`` record with its ``dropped`` reason.
     """
 
-    BUS_EVENTS = frozenset(
-        {"RequestFailed", "ResponseParsed", "ItemParsed", "ItemStored", "ItemDropped"}
-        | {"SpiderOpened", "SpiderClosed", "EngineIdle"}
-    )
+    BUS_EVENTS = frozenset({"RequestFailed", "SpiderOpened", "SpiderClosed", "EngineIdle"})
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -144,6 +141,10 @@ class Tracer:
         )
 
     async def __call__(self, event: Event) -> None:
+        self.record(event)
+
+    def record(self, event: Event) -> None:
+        """Write one event (the crawl calls this from its accounting for items and parsed pages)."""
         if self._file is None:
             return
         record: dict[str, Any] = {"t": round(time.monotonic() - self._start, 4), "event": type(event).__name__}
