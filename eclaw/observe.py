@@ -11,7 +11,6 @@ import asyncio
 import contextvars
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterable
@@ -119,7 +118,9 @@ class Tracer:
             end = ends.get(reason)
             if end is None:
                 end = ends[reason] = "}\n" if reason is None else f',"dropped":{_dumps(reason)}}}\n'
-            lines.append(f'{head}{request._id},"url":{chr(34) + url + chr(34) if _plain(url) else _dumps(url)}{end}')
+            # Request URLs are percent-escaped (no quote, backslash or control character) but check the first two.
+            quoted = _dumps(url) if '"' in url or "\\" in url else f'"{url}"'
+            lines.append(f'{head}{request._id},"url":{quoted}{end}')
         self._write("".join(lines))
 
     def dropped(self, request: Request, reason: str) -> None:
@@ -172,7 +173,6 @@ class Tracer:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
-_plain = re.compile(r'[^"\\\x00-\x1f]*\Z').match  # a string JSON needs no escapes for
 
 
 class Metrics:
