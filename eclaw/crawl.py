@@ -98,11 +98,10 @@ class Crawl(Callbacks):
         self._logs = {"failures": self._failures, "dead letter": self._dead_letter}
         self._wakeup = asyncio.Event()
         stats = self.stats
-        record = tracer.record if tracer is not None else None
 
-        def traced(count: Callable[[Any], None]) -> Callable[[Any], None]:
+        def traced(count: Callable[[Any], None], record: Callable[[Any], None] | None) -> Callable[[Any], None]:
             """An accounting step that also writes the event to the trace (when there is one)."""
-            if record is None:
+            if record is None or tracer is None:
                 return count
 
             def count_and_record(event: Any) -> None:
@@ -120,11 +119,19 @@ class Crawl(Callbacks):
             },
             accounting={
                 RequestScheduled: lambda event: setattr(stats, "requests_scheduled", stats.requests_scheduled + 1),
-                ResponseParsed: traced(lambda event: setattr(stats, "requests_parsed", stats.requests_parsed + 1)),
+                ResponseParsed: traced(
+                    lambda event: setattr(stats, "requests_parsed", stats.requests_parsed + 1),
+                    None if tracer is None else tracer.parsed,
+                ),
                 RequestDropped: lambda event: stats.add_dropped(event.reason),
-                ItemParsed: traced(self._accept_item),
-                ItemStored: traced(lambda event: setattr(stats, "items_stored", stats.items_stored + 1)),
-                ItemDropped: traced(lambda event: stats.add_item_dropped(event.reason)),
+                ItemParsed: traced(self._accept_item, None if tracer is None else tracer.item),
+                ItemStored: traced(
+                    lambda event: setattr(stats, "items_stored", stats.items_stored + 1),
+                    None if tracer is None else tracer.item,
+                ),
+                ItemDropped: traced(
+                    lambda event: stats.add_item_dropped(event.reason), None if tracer is None else tracer.record
+                ),
             },
             stats=stats,
             wake=self._wakeup.set,

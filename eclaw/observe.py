@@ -118,9 +118,7 @@ class Tracer:
             end = ends.get(reason)
             if end is None:
                 end = ends[reason] = "}\n" if reason is None else f',"dropped":{_dumps(reason)}}}\n'
-            # Request URLs are percent-escaped (no quote, backslash or control character) but check the first two.
-            quoted = _dumps(url) if '"' in url or "\\" in url else f'"{url}"'
-            lines.append(f'{head}{request._id},"url":{quoted}{end}')
+            lines.append(f'{head}{request._id},"url":{_quoted(url)}{end}')
         self._write("".join(lines))
 
     def dropped(self, request: Request, reason: str) -> None:
@@ -132,20 +130,33 @@ class Tracer:
 
     def scheduled(self, request: Request) -> None:
         t = round(time.monotonic() - self._start, 4)
-        self._write(f'{{"t":{t},"event":"RequestScheduled","id":{request._id},"url":{_dumps(request.url)}}}\n')
+        self._write(f'{{"t":{t},"event":"RequestScheduled","id":{request._id},"url":{_quoted(request.url)}}}\n')
 
     def downloaded(self, response: Response) -> None:
         t, request = round(time.monotonic() - self._start, 4), response.request
         self._write(
-            f'{{"t":{t},"event":"ResponseDownloaded","id":{request._id},"url":{_dumps(request.url)},'
+            f'{{"t":{t},"event":"ResponseDownloaded","id":{request._id},"url":{_quoted(request.url)},'
             f'"status":{response.status},"bytes":{len(response.body)}}}\n'
         )
 
     async def __call__(self, event: Event) -> None:
         self.record(event)
 
+    def parsed(self, event: ResponseParsed) -> None:
+        t, request = time.monotonic() - self._start, event.request
+        self._write(
+            f'{{"t":{t:.4f},"event":"ResponseParsed","id":{request._id},"url":{_quoted(request.url)},'
+            f'"items":{event.items},"requests":{event.requests}}}\n'
+        )
+
+    def item(self, event: ItemParsed | ItemStored) -> None:
+        t, response = time.monotonic() - self._start, event.response
+        where = f',"id":{response.request._id},"url":{_quoted(response.request.url)}' if response is not None else ""
+        kind = type(event).__name__
+        self._write(f'{{"t":{t:.4f},"event":"{kind}"{where},"type":{_dumps(item_type(event.item))}}}\n')
+
     def record(self, event: Event) -> None:
-        """Write one event (the crawl calls this from its accounting for items and parsed pages)."""
+        """Write one event of any kind (the rarer ones; the crawl calls the others directly)."""
         if self._file is None:
             return
         record: dict[str, Any] = {"t": round(time.monotonic() - self._start, 4), "event": type(event).__name__}
@@ -173,6 +184,12 @@ class Tracer:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _quoted(url: str) -> str:
+    """``url`` as a JSON string. Request URLs are percent-escaped (no control characters), but a
+    quote or backslash is still checked for."""
+    return _dumps(url) if '"' in url or "\\" in url else f'"{url}"'
 
 
 class Metrics:
