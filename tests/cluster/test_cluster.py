@@ -91,14 +91,22 @@ async def test_per_host_limit_holds_across_three_workers(tmp_path: Path) -> None
     assert site.peak == 2  # three workers of concurrency 8, and the host never saw more than 2 at once
 
 
+async def seeded_workers(
+    tmp: Path, base: str, server: RedisServer, count: int, lease_timeout: float
+) -> list[asyncio.subprocess.Process]:
+    """Seed the state site's crawl, start ``count`` workers, return once 100 items are stored."""
+    spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
+    await ended(await eclaw(tmp, "seed", *spider))
+    workers = [await eclaw(tmp, "worker", *spider, "-s", f"lease_timeout={lease_timeout}") for _ in range(count)]
+    await wait_for_items(server, "state-site", 100)
+    return workers
+
+
 async def test_a_worker_killed_mid_crawl_loses_nothing(tmp_path: Path) -> None:
     parsed, _ = expected()
     async with serve(make_app(delay=0.03)) as base:
         with redis_server(tmp_path) as server:
-            spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            workers = [await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=2") for _ in range(3)]
-            await wait_for_items(server, "state-site", 100)
+            workers = await seeded_workers(tmp_path, base, server, 3, 2)
             workers[0].send_signal(signal.SIGKILL)
             await workers[0].wait()
             for worker in workers[1:]:
@@ -112,10 +120,7 @@ async def test_redis_restarted_mid_crawl_the_workers_carry_on(tmp_path: Path) ->
     parsed, _ = expected()
     async with serve(make_app(delay=0.03)) as base:
         with redis_server(tmp_path) as server:
-            spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            workers = [await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=20") for _ in range(2)]
-            await wait_for_items(server, "state-site", 100)
+            workers = await seeded_workers(tmp_path, base, server, 2, 20)
             server.stop()  # its append-only file keeps the frontier
             await asyncio.sleep(1.0)
             server.start()
