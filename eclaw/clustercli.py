@@ -95,16 +95,17 @@ async def _seed(
         finally:
             await redis.aclose()
     await scheduler.open(instance, effective, lambda: None)
-    pushed = seen = 0
     try:
         batch: list[Request] = []
+        reasons: list[str | None] = []
         async for request in iterate(instance.start_requests()):
             batch.append(request)
             if len(batch) >= 500:
-                reasons = await scheduler.enqueue(batch)
-                pushed, seen, batch = pushed + reasons.count(None), seen + len(reasons) - reasons.count(None), []
-        reasons = await scheduler.enqueue(batch)
-        pushed, seen = pushed + reasons.count(None), seen + len(reasons) - reasons.count(None)
+                reasons += await scheduler.enqueue(batch)
+                batch = []
+        reasons += await scheduler.enqueue(batch)
+        pushed = reasons.count(None)
+        seen = len(reasons) - pushed
         stats = Stats(spider=instance.name, requests_generated=pushed + seen, requests_dropped=seen)
         stats.dropped_by_reason["already seen or filtered"] = seen
         stats.finish_reason = "finished"

@@ -187,9 +187,10 @@ class Engine:
         pipelines += [
             exporter_for(o, **options) if isinstance(o, str | Path) else as_pipeline(o) for o in self._outputs
         ]
-        scheduler = self._make_scheduler()
         if settings.scheduler_url and self._make_scheduler is DefaultScheduler:
-            scheduler = RedisScheduler(settings.scheduler_url)
+            scheduler: Scheduler = RedisScheduler(settings.scheduler_url)
+        else:
+            scheduler = self._make_scheduler()
         if isinstance(scheduler, RedisScheduler):  # a Redis frontier: items and stats go to Redis too
             if settings.state_dir:
                 raise ConfigError("state_dir and scheduler_url do not mix: a Redis crawl keeps its state in Redis")
