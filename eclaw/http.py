@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 from urllib.parse import urljoin
 
 from lxml import etree
@@ -23,8 +22,32 @@ if TYPE_CHECKING:
 __all__ = ["Request", "Response"]
 
 Callback = Callable[..., Any]
+T = TypeVar("T")
 _BASE_TAG = re.compile(rb"<base[\s>/]", re.I)
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_new = object.__new__
+
+
+class lazy(Generic[T]):
+    """``functools.cached_property`` without the lock Python 3.11 takes on each first access
+    (a response computes several of these once per page)."""
+
+    def __init__(self, func: Callable[[Any], T]) -> None:
+        self._func = func
+        self._name = func.__name__
+        self.__doc__ = func.__doc__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> lazy[T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> T | lazy[T]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self._name] = self._func(instance)
+        return value
 
 
 class Request:
@@ -213,17 +236,17 @@ class Response:
         """The ``meta`` dict of the request that produced this response."""
         return self.request.meta
 
-    @cached_property
+    @lazy
     def encoding(self) -> str:
         """The charset used to decode ``text``."""
         return self._decoded[0]
 
-    @cached_property
+    @lazy
     def text(self) -> str:
         """The body decoded to ``str``."""
         return self._decoded[1]
 
-    @cached_property
+    @lazy
     def _decoded(self) -> tuple[str, str]:
         body = self.body
         content_type = self.headers.get("Content-Type", "")
@@ -245,16 +268,16 @@ class Response:
                     pass
         return html_to_unicode(content_type, body, auto_detect_fun=_detect_encoding)
 
-    @cached_property
+    @lazy
     def _is_xml(self) -> bool:
         ctype = self.headers.get("Content-Type", "")
         return "xml" in ctype and "html" not in ctype
 
-    @cached_property
+    @lazy
     def _root(self) -> Any:
         return parse_html(self.body, self.encoding, self.text, self.url)
 
-    @cached_property
+    @lazy
     def selector(self) -> Selector:
         """The parsel ``Selector`` over the document (lxml underneath)."""
         from parsel import Selector
@@ -275,7 +298,7 @@ class Response:
             return self.selector.xpath(query, **variables)
         return wrap(compiled_xpath(query)(self._root, **variables), query)
 
-    @cached_property
+    @lazy
     def soup(self) -> BeautifulSoup:
         """BeautifulSoup tree on the lxml parser, built on first access."""
         from bs4 import BeautifulSoup
@@ -291,7 +314,7 @@ class Response:
         base, origin = self._base
         return join_url(base, origin, url)
 
-    @cached_property
+    @lazy
     def _base(self) -> tuple[str, str]:
         base = self.url
         if _BASE_TAG.search(self.body, 0, 4096):
@@ -331,16 +354,32 @@ class Response:
             found = self.xpath(xpath) if self._is_xml else compiled_xpath(xpath)(self._root)
         else:
             found = urls or ()
-        requests = []
+        if callback is not None and not callable(callback):
+            raise TypeError(f"Request callback must be callable, got {callback!r}")
+        requests: list[Request] = []
+        append = requests.append
         origin = self._base[1] if self._base[0] == self.url else None
         for item in found:
-            href = item.get("href") if isinstance(item, etree._Element) else _href(item)
-            if not href:
-                continue
-            if origin is not None and simple_path(href):  # the common case, already safe: no re-checking
-                requests.append(Request(origin + href, callback, _safe=True, **kwargs))
-            else:
-                requests.append(Request(self.urljoin(href.strip()), callback=callback, **kwargs))
+            if type(item) is not str:
+                item = item.get("href") if isinstance(item, etree._Element) else _href(item)
+                if not item:
+                    continue
+            href: str = item
+            if origin is None or not simple_path(href):
+                if href:
+                    append(Request(self.urljoin(href.strip()), callback=callback, **kwargs))
+            elif kwargs:
+                append(Request(origin + href, callback, _safe=True, **kwargs))
+            else:  # the common case: a plain link, already safe; built without the constructor's checks
+                request = _new(Request)
+                request.url = origin + href
+                request.callback = callback
+                request.method = "GET"
+                request.body = b""
+                request._headers = request._meta = request._cb_kwargs = request.errback = None
+                request.priority = request.depth = request._id = 0
+                request.dont_filter = False
+                append(request)
         return requests
 
 

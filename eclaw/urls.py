@@ -141,12 +141,12 @@ def _simple_url(url: str) -> str | None:
     return url if prefix.islower() else prefix.lower() + url[len(prefix) :]
 
 
-_SIMPLE_PATH = re.compile(r"/(?!/)[A-Za-z0-9\-._~/=&:]*(?:\?[A-Za-z0-9\-._~/?=&:]+)?")
+_SIMPLE_PATH = re.compile(r"/(?!/)[A-Za-z0-9\-._~/=&:]*(?:\?[A-Za-z0-9\-._~/?=&:]+)?(?:#[A-Za-z0-9\-._~/?=&:]+)?")
 
 
 def simple_path(href: str) -> bool:
-    """True if ``href`` is an absolute path that needs no escaping or resolving,
-    so ``origin + href`` is already the safe absolute URL."""
+    """True if ``href`` is an absolute path (a fragment allowed) that needs no escaping
+    or resolving, so ``origin + href`` is already the safe absolute URL."""
     return _SIMPLE_PATH.fullmatch(href) is not None and "/." not in href
 
 

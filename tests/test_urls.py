@@ -119,4 +119,5 @@ def test_simple_path_is_safe_as_is() -> None:
         href = "/" + "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 10)))
         if simple_path(href):
             assert safe_url_string(origin + href) == origin + href, href
+            assert absolute_url(origin + href) == origin + href, href
             assert urljoin(origin + "/dir/x", href) == origin + href, href
