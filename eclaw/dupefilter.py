@@ -31,8 +31,14 @@ class BloomDupeFilter:
         self._count = 0
 
     def add(self, fp: bytes) -> bool:
-        # ScalableBloomFilter.add returns True when the key was (probably) present.
-        if self._bloom.add(fp):
+        # ScalableBloomFilter.add returns True when the key was (probably) present. It hashes
+        # the key twice (test, then set); while there is one filter with room, one pass does both.
+        filters = self._bloom.filters
+        if len(filters) == 1 and filters[0].count < filters[0].capacity:
+            present = filters[0].add(fp)
+        else:
+            present = self._bloom.add(fp)
+        if present:
             return False
         self._count += 1
         return True
