@@ -25,19 +25,23 @@ class SpillQueue:
 
     The file lives in a private temporary directory, removed on ``close``;
     nothing is synced to disk (it is a memory overflow, not a record).
-    Requests that cannot be written as JSON stay with the caller.
+    Requests that cannot be written as JSON stay with the caller. Rows are written
+    ``BATCH`` at a time (and before any read), not one transaction per page of links.
     """
+
+    BATCH = 512
 
     def __init__(self, spider: Spider) -> None:
         self._spider = spider
         self._dir: Path | None = None
         self._db: sqlite3.Connection | None = None
-        self._count = 0
+        self._count = 0  # rows in the file, and ...
+        self._rows: list[tuple[str, int, str]] = []  # ... rows not written yet: one transaction per batch
         self.spilled = 0  # requests ever written
         self.hosts: Counter[str] = Counter()  # requests waiting on disk, per host
 
     def __len__(self) -> int:
-        return self._count
+        return self._count + len(self._rows)
 
     def _open(self) -> sqlite3.Connection:
         self._dir = Path(tempfile.mkdtemp(prefix="eclaw-frontier-"))
@@ -53,8 +57,8 @@ class SpillQueue:
         return db
 
     def put(self, requests: Sequence[Request]) -> list[Request]:
-        """Write ``requests``; returns those that cannot be stored (they stay in memory)."""
-        rows, kept = [], []
+        """Queue ``requests`` for the file; returns those that cannot be stored (they stay in memory)."""
+        rows, kept = self._rows, []
         for request in requests:
             try:
                 host = url_host(request.url)
@@ -63,17 +67,23 @@ class SpillQueue:
                 kept.append(request)
                 continue
             self.hosts[host] += 1
-        if rows:
-            db = self._db = self._db or self._open()
-            db.execute("BEGIN")
-            db.executemany("INSERT INTO queue (host, priority, record) VALUES (?, ?, ?)", rows)
-            db.execute("COMMIT")
-            self._count += len(rows)
-            self.spilled += len(rows)
+            self.spilled += 1
+        if len(rows) >= self.BATCH:
+            self._write()
         return kept
+
+    def _write(self) -> None:
+        db = self._db = self._db or self._open()
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO queue (host, priority, record) VALUES (?, ?, ?)", self._rows)
+        db.execute("COMMIT")
+        self._count += len(self._rows)
+        self._rows = []
 
     def take(self, limit: int, host: str | None = None) -> list[Request]:
         """Remove and return up to ``limit`` requests in order (only ``host``'s, if given)."""
+        if self._rows:
+            self._write()
         if not self._count or self._db is None:
             return []
         db = self._db
@@ -101,4 +111,5 @@ class SpillQueue:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
         self._count = 0
+        self._rows = []
         self.hosts.clear()
