@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["DefaultScheduler", "Scheduler", "check_request"]
 
 _SCHEMES = frozenset({"http", "https"})
+_URL_REASONS = frozenset({"offsite", "unsupported scheme"})  # depend on the URL (fragment aside) alone
 
 
 @runtime_checkable
@@ -100,6 +101,7 @@ class DefaultScheduler:
     def __init__(self, dupefilter: DupeFilter | None = None) -> None:
         self._dupefilter = dupefilter
         self._recent = RecentSet()
+        self._refused: dict[str, str] = {}  # recent URLs refused for a reason of the URL alone
         self._slots: dict[str, _Slot] = {}
         self._ready: list[tuple[int, int, _Slot]] = []  # slots that may start a download
         self._seq = itertools.count()
@@ -132,21 +134,31 @@ class DefaultScheduler:
             )
 
     async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
-        recent = self._recent
+        recent, refused = self._recent, self._refused
         reasons: list[str | None] = []
         spill: list[Request] = []
         for request in requests:
             # Most links on a site are repeats: a GET of a URL (fragment aside) seen
-            # recently is a duplicate, known without canonicalising or hashing it.
+            # recently is a duplicate, known without canonicalising or hashing it;
+            # an offsite or mailto: link seen recently is refused again, unchecked.
             key = None
             if request.method == "GET" and not request.body and not request.dont_filter:
                 key = request.url.partition("#")[0]
                 if key in recent.new or key in recent.old:
                     reasons.append("duplicate")
                     continue
+                known = refused.get(key)
+                if known is not None:
+                    reasons.append(known)
+                    continue
             reason = self._filter(request)
-            if key is not None and reason in (None, "duplicate"):
-                recent.add(key)
+            if key is not None:
+                if reason is None or reason == "duplicate":
+                    recent.add(key)
+                elif reason in _URL_REASONS:
+                    if len(refused) >= 4096:
+                        refused.clear()
+                    refused[key] = reason
             if reason is None:
                 if self._spilling(request):
                     spill.append(request)
