@@ -89,18 +89,26 @@ class Callbacks(Checkpointing):
                     await self._enqueue([value])
             return
         # A plain iterable cannot yield control while it runs, so its requests
-        # are enqueued as one batch when it is done, with no change in timing.
+        # are enqueued as one batch when it is done, with no change in timing,
+        # and its items go through the pipelines from here, in order.
         batch: list[Request] = []
         watched = self._watched[RequestGenerated]
-        for value in outputs:
-            if type(value) is Request and not watched:
-                value.depth = depth
-                counts[1] += 1
-                batch.append(value)
-            elif self._take(value, depth, response, counts):
-                batch.append(value)  # type: ignore[arg-type]
-        if batch:
-            await self._enqueue(batch)
+        items = self._items
+        items.held += 1
+        try:
+            for value in outputs:
+                if type(value) is Request and not watched:
+                    value.depth = depth
+                    counts[1] += 1
+                    batch.append(value)
+                elif self._take(value, depth, response, counts):
+                    batch.append(value)  # type: ignore[arg-type]
+            if batch:
+                await self._enqueue(batch)
+            if items:
+                await items.drain()
+        finally:
+            items.release()
 
     def _take(self, value: object, depth: int, response: Response | None, counts: list[int]) -> bool:
         """Route one callback output; True means "a request: enqueue it now"."""

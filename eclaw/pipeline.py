@@ -93,8 +93,12 @@ class DeadLetter(JsonLines):
 
 
 class PipelineRunner:
-    """Passes parsed items through the pipelines in order, one item at a time,
-    in its own task so a slow pipeline never blocks event dispatch.
+    """Passes parsed items through the pipelines in order, one item at a time.
+
+    A callback that yields items without awaiting (a plain generator) passes
+    them through itself when it is done (``held``/``drain``: no task switch per
+    item); any other item wakes the runner's own task (``run``), so a slow
+    pipeline never blocks event dispatch.
 
     Each item ends as ``ItemStored``, or ``ItemDropped`` (``DropItem``, or any
     other exception, after which the item is dead-lettered).
@@ -115,13 +119,22 @@ class PipelineRunner:
         self._done = done
         self._queue: deque[ItemParsed] = deque()
         self._ready = asyncio.Event()
+        self._draining = False  # a task is passing the queue through the pipelines
+        self.held = 0  # callbacks running that will drain what they submit
         self.submitted = 0  # items handed in so far
         self.finished = 0  # ... and through the pipelines (they go in order)
 
     def submit(self, event: ItemParsed) -> None:
         self._queue.append(event)
         self.submitted += 1
-        self._ready.set()
+        if not self.held and not self._draining:
+            self._ready.set()
+
+    def release(self) -> None:
+        """A holding callback is done (after its ``drain``, or failed): the runner takes what is left."""
+        self.held -= 1
+        if not self.held and self._queue and not self._draining:
+            self._ready.set()
 
     def __len__(self) -> int:
         """Items submitted and not yet finished."""
@@ -129,23 +142,36 @@ class PipelineRunner:
 
     async def run(self) -> None:
         while True:
-            while not self._queue:
+            while not self._queue or self._draining:
                 self._ready.clear()
                 await self._ready.wait()
-            event = self._queue[0]
-            try:
+            await self.drain()
+
+    async def drain(self) -> None:
+        """Pass every queued item through the pipelines (unless another task already does)."""
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._queue:
+                event = self._queue[0]
                 try:
-                    outcome = await self._process(event)
-                except Exception as exc:  # even the dead-letter file failed: count it, never lose it silently
-                    logger.error("item lost in the pipelines (%s: %s): %r", type(exc).__name__, exc, event.item)
-                    outcome = ItemDropped(
-                        item=event.item, response=event.response, reason="lost: " + type(exc).__name__
-                    )
-                self._emit(outcome)
-            finally:
-                self._queue.popleft()
-                self.finished += 1
-                self._done()
+                    try:
+                        outcome = await self._process(event)
+                    except Exception as exc:  # even the dead-letter file failed: count it, never lose it silently
+                        logger.error("item lost in the pipelines (%s: %s): %r", type(exc).__name__, exc, event.item)
+                        outcome = ItemDropped(
+                            item=event.item, response=event.response, reason="lost: " + type(exc).__name__
+                        )
+                    self._emit(outcome)
+                finally:
+                    self._queue.popleft()
+                    self.finished += 1
+                    self._done()
+        finally:
+            self._draining = False
+            if self._queue:  # left by a cancelled drain
+                self._ready.set()
 
     async def _process(self, event: ItemParsed) -> Event:
         item, stage = event.item, "pipeline"
