@@ -80,7 +80,7 @@ class HttpDownloader:
         self._timeout = aiohttp.ClientTimeout(
             total=settings.timeout,
             sock_connect=settings.connect_timeout,
-            sock_read=settings.read_timeout,
+            sock_read=settings.read_timeout or None,  # each chunk restarts a timer: off unless asked for
         )
         self._session = aiohttp.ClientSession(
             connector=connector,

@@ -32,7 +32,8 @@ class Settings:
         concurrency_per_domain: downloads in flight at once per host.
         download_delay: seconds between two downloads from one host.
         connect_timeout: seconds to establish a connection.
-        read_timeout: seconds to wait for the next chunk of a response.
+        read_timeout: seconds to wait for the next chunk of a response; 0 (the default)
+            means no limit of its own: ``timeout`` bounds the whole download, as in Scrapy.
         timeout: seconds for a whole download, redirects excluded.
         max_response_size: bytes (after decompression) above which a body is refused.
         max_redirects: redirect hops followed before failing.
@@ -88,7 +89,7 @@ class Settings:
     concurrency_per_domain: int = 8
     download_delay: float = 0.0
     connect_timeout: float = 10.0
-    read_timeout: float = 30.0
+    read_timeout: float = 0.0
     timeout: float = 60.0
     max_response_size: int = 10 * 1024 * 1024
     max_redirects: int = 10
@@ -155,7 +156,9 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
-        for name in ("connect_timeout", "read_timeout", "timeout", "checkpoint_interval", "lease_timeout"):
+        if self.read_timeout < 0:
+            raise ConfigError(f"setting 'read_timeout' must not be negative, got {self.read_timeout!r}")
+        for name in ("connect_timeout", "timeout", "checkpoint_interval", "lease_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name!r} must be positive, got {getattr(self, name)!r}")
         if not 0 < self.dupefilter_error_rate < 1:

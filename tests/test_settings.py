@@ -36,6 +36,7 @@ def test_replace_parses_strings_case_insensitively() -> None:
         ({"dupefilter": "cuckoo"}, "setting 'dupefilter' must be one of 'bloom', 'set'"),
         ({"concurrency": 0}, "setting 'concurrency' must be at least 1"),
         ({"timeout": -1.0}, "setting 'timeout' must be positive"),
+        ({"read_timeout": -1.0}, "setting 'read_timeout' must not be negative"),
         ({"concurrency": 2.5}, "setting 'concurrency' must be an integer"),
         ({"dupefilter_error_rate": 1.5}, "between 0 and 1"),
     ],
