@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CsvExporter", "JsonExporter", "JsonLinesExporter", "OutputOptions", "exporter_for", "resolve_path"]
 
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # made once: json.dumps with options makes one per call
 OutputOptions = dict[str, Any]  # run_key, batch_items, batch_bytes, dead_letter, item_key
 
 
@@ -188,7 +189,7 @@ class JsonLinesExporter(FileExporter):
     """One JSON object per line (``.jsonl``, ``.jl``, ``.ndjson``)."""
 
     def encode(self, row: dict[str, Any]) -> bytes:
-        return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
+        return (_JSON.encode(row) + "\n").encode()
 
 
 class JsonExporter(FileExporter):
@@ -199,7 +200,7 @@ class JsonExporter(FileExporter):
 
     def encode(self, row: dict[str, Any]) -> bytes:
         prefix = "\n" if self._in_file == 0 else ",\n"
-        return (prefix + json.dumps(row, ensure_ascii=False, default=str)).encode()
+        return (prefix + _JSON.encode(row)).encode()
 
     def footer(self) -> bytes:
         return b"\n]\n"

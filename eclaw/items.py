@@ -36,7 +36,8 @@ class Item:
 def is_item(value: object) -> bool:
     """True for what a callback may yield as an item: a mapping, a dataclass instance or a pydantic model."""
     return (
-        isinstance(value, Mapping)
+        type(value) is dict  # the commonest item, answered before the ABC checks
+        or isinstance(value, Mapping)
         or (dataclasses.is_dataclass(value) and not isinstance(value, type))
         or (hasattr(value, "model_dump") and not isinstance(value, type))
     )
@@ -44,6 +45,8 @@ def is_item(value: object) -> bool:
 
 def item_to_dict(item: Any) -> dict[str, Any]:
     """A plain dict of an item."""
+    if type(item) is dict:
+        return dict(item)
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
         return dataclasses.asdict(item)
     if hasattr(item, "model_dump"):
@@ -54,7 +57,7 @@ def item_to_dict(item: Any) -> dict[str, Any]:
 
 def item_type(item: Any) -> str:
     """The name items are grouped by in the store and quality checks: the class name (``dict`` for mappings)."""
-    return "dict" if isinstance(item, Mapping) else type(item).__name__
+    return "dict" if type(item) is dict or isinstance(item, Mapping) else type(item).__name__
 
 
 def item_key(item: Any, data: Mapping[str, Any], default: tuple[str, ...] = ()) -> str | None:
@@ -76,6 +79,8 @@ def item_key(item: Any, data: Mapping[str, Any], default: tuple[str, ...] = ()) 
 
 def validate(item: Any) -> str | None:
     """Why ``item`` does not match its declared field types, or ``None`` if it does."""
+    if type(item) is dict:  # a plain dict declares no types
+        return None
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
         for name, hint in _hints(type(item)):
             problem = _check(getattr(item, name), hint)
