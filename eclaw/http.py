@@ -171,9 +171,10 @@ class Request:
         unknown = changes.keys() - self._PLAIN_FIELDS
         if unknown:  # a field the constructor checks or converts
             return self._rebuilt(changes)
-        new = Request.__new__(Request)
-        for name in self.__slots__:
-            setattr(new, name, getattr(self, name))
+        new = _new(Request)
+        new.url, new.callback, new.method, new.body = self.url, self.callback, self.method, self.body
+        new.priority, new.dont_filter, new.errback = self.priority, self.dont_filter, self.errback
+        new.depth, new._id = self.depth, self._id
         new._meta = dict(self._meta) if self._meta else None
         new._headers = dict(self._headers) if self._headers else None
         new._cb_kwargs = dict(self._cb_kwargs) if self._cb_kwargs else None
@@ -239,6 +240,8 @@ class Response:
     @lazy
     def encoding(self) -> str:
         """The charset used to decode ``text``."""
+        if self._declared == "utf-8" and not self.body.startswith(_BOMS):
+            return "utf-8"  # known without decoding the body (lxml parses the bytes)
         return self._decoded[0]
 
     @lazy
@@ -247,16 +250,22 @@ class Response:
         return self._decoded[1]
 
     @lazy
-    def _decoded(self) -> tuple[str, str]:
-        body = self.body
+    def _declared(self) -> str | None:
+        """The charset the Content-Type header, else the document, declares."""
         content_type = self.headers.get("Content-Type", "")
         declared = http_content_type_encoding(content_type) if "charset" in content_type.lower() else None
         if declared is None:
-            head = body[:4096].lower()
+            head = self.body[:4096].lower()
             if b'charset="utf-8"' in head[:1024] or b"charset=utf-8" in head[:1024]:
                 declared = "utf-8"  # by far the commonest declaration: skip the full scan
             elif b"charset" in head or b"encoding" in head:
-                declared = html_body_declared_encoding(body)
+                declared = html_body_declared_encoding(self.body)
+        return declared
+
+    @lazy
+    def _decoded(self) -> tuple[str, str]:
+        body, declared = self.body, self._declared
+        content_type = self.headers.get("Content-Type", "")
         if not body.startswith(_BOMS):
             # UTF-8, declared or not, is most of the web: decode it directly.
             if declared == "utf-8":
@@ -275,7 +284,8 @@ class Response:
 
     @lazy
     def _root(self) -> Any:
-        return parse_html(self.body, self.encoding, self.text, self.url)
+        encoding = self.encoding
+        return parse_html(self.body, encoding, "" if encoding == "utf-8" else self.text, self.url)
 
     @lazy
     def selector(self) -> Selector:

@@ -106,13 +106,17 @@ class UserAgent:
         if headers and any(name.lower() == "user-agent" for name in headers):
             return await call_next(request)
         ua, accept, language = self._fixed or self._pick(request)
+        if not headers:  # the common case: all three
+            return await call_next(
+                request.replace(headers={"User-Agent": ua, "Accept": accept, "Accept-Language": language})
+            )
         added = {"User-Agent": ua}
-        present = {name.lower() for name in headers} if headers else set()
+        present = {name.lower() for name in headers}
         if "accept" not in present:
             added["Accept"] = accept
         if "accept-language" not in present:
             added["Accept-Language"] = language
-        return await call_next(request.replace(headers={**(headers or {}), **added}))
+        return await call_next(request.replace(headers={**headers, **added}))
 
     def _pick(self, request: Request) -> tuple[str, str, str]:
         if self.rotate is None:

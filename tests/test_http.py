@@ -112,3 +112,21 @@ def test_follow_and_follow_all() -> None:
     assert [r.url for r in response.follow_all(["a", "b"])] == ["http://shop.test/dir/a", "http://shop.test/dir/b"]
     with pytest.raises(ValueError, match="exactly one"):
         response.follow_all(css="a", xpath="//a")
+
+
+def test_requests_built_on_fast_paths_equal_constructed_ones() -> None:
+    # follow_all() and replace() set every slot by hand: a slot added later must be set there too.
+    response = html(b'<a href="/p/1.html#r">x</a>', url="http://shop.test/")
+    [fast] = response.follow_all(css="a", callback=test_follow_and_follow_all)
+    made = Request("http://shop.test/p/1.html#r", callback=test_follow_and_follow_all)
+    assert all(getattr(fast, name) == getattr(made, name) for name in Request.__slots__)
+    made.meta["k"], made.priority, made.depth, made._id = 1, 2, 3, 4
+    copy = made.replace(dont_filter=True)
+    assert all(getattr(copy, n) == (True if n == "dont_filter" else getattr(made, n)) for n in Request.__slots__)
+
+
+def test_utf8_pages_are_parsed_without_decoding_the_body() -> None:
+    response = html(b'<meta charset="utf-8"><h1>caf\xc3\xa9</h1>')
+    assert response.css("h1::text").get() == "café" and response.encoding == "utf-8"
+    assert "_decoded" not in response.__dict__  # text was never needed
+    assert response.text.endswith("café</h1>")
