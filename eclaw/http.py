@@ -12,7 +12,7 @@ from lxml import etree
 from multidict import CIMultiDict, CIMultiDictProxy
 from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding
 
-from eclaw.selectors import compiled_css, compiled_hrefs, compiled_xpath, parse_html, wrap
+from eclaw.selectors import compiled_css, compiled_hrefs, compiled_xpath, parse_html, uses_id, wrap
 from eclaw.urls import absolute_url, join_url, simple_path
 
 if TYPE_CHECKING:
@@ -284,8 +284,19 @@ class Response:
 
     @lazy
     def _root(self) -> Any:
+        return self._parsed(ids=False)
+
+    @lazy
+    def _root_with_ids(self) -> Any:
+        """The document parsed again with its id table, for XPath queries that call ``id()``."""
+        return self._parsed(ids=True)
+
+    def _parsed(self, *, ids: bool) -> Any:
         encoding = self.encoding
-        return parse_html(self.body, encoding, "" if encoding == "utf-8" else self.text, self.url)
+        return parse_html(self.body, encoding, "" if encoding == "utf-8" else self.text, self.url, ids=ids)
+
+    def _tree(self, xpath: str) -> Any:
+        return self._root_with_ids if uses_id(xpath) else self._root
 
     @lazy
     def selector(self) -> Selector:
@@ -306,7 +317,7 @@ class Response:
         """XPath query, e.g. ``xpath("//a/@href").getall()``; keywords are XPath variables."""
         if self._is_xml:
             return self.selector.xpath(query, **variables)
-        return wrap(compiled_xpath(query)(self._root, **variables), query)
+        return wrap(compiled_xpath(query)(self._tree(query), **variables), query)
 
     @lazy
     def soup(self) -> BeautifulSoup:
@@ -361,7 +372,7 @@ class Response:
         elif css is not None:
             found = self.css(css) if self._is_xml else compiled_css(css)(self._root)
         elif xpath is not None:
-            found = self.xpath(xpath) if self._is_xml else compiled_xpath(xpath)(self._root)
+            found = self.xpath(xpath) if self._is_xml else compiled_xpath(xpath)(self._tree(xpath))
         else:
             found = urls or ()
         if callback is not None and not callable(callback):

@@ -6,6 +6,7 @@ import pytest
 
 from eclaw import Request, Response
 from eclaw.exceptions import InvalidURL
+from eclaw.selectors import uses_id
 
 
 @pytest.mark.parametrize(
@@ -130,3 +131,13 @@ def test_utf8_pages_are_parsed_without_decoding_the_body() -> None:
     assert response.css("h1::text").get() == "café" and response.encoding == "utf-8"
     assert "_decoded" not in response.__dict__  # text was never needed
     assert response.text.endswith("café</h1>")
+
+
+def test_xpath_id_function_works_though_pages_are_parsed_without_an_id_table() -> None:
+    response = html(b'<div id="main"><p>one</p></div><p id="two">two</p>')
+    assert response.xpath("id('main')/p/text()").get() == "one"
+    assert response.xpath("//*[@id='two']/text()").get() == "two"
+    assert response.css("#two::text").get() == "two"
+    assert [r.url for r in response.follow_all(xpath="id('main')/../a/@href")] == []
+    assert uses_id("id('a')") and uses_id("//div[ id ('a')]")
+    assert not uses_id("//*[@id='a']") and not uses_id("//x[contains(@id, 'a')]") and not uses_id("//my-id(")
