@@ -255,9 +255,12 @@ class Response:
         content_type = self.headers.get("Content-Type", "")
         declared = http_content_type_encoding(content_type) if "charset" in content_type.lower() else None
         if declared is None:
+            start = self.body[:1024]
+            if b'charset="utf-8"' in start or b"charset=utf-8" in start or b'charset="UTF-8"' in start:
+                return "utf-8"  # by far the commonest declaration: skip the full scan
             head = self.body[:4096].lower()
             if b'charset="utf-8"' in head[:1024] or b"charset=utf-8" in head[:1024]:
-                declared = "utf-8"  # by far the commonest declaration: skip the full scan
+                declared = "utf-8"
             elif b"charset" in head or b"encoding" in head:
                 declared = html_body_declared_encoding(self.body)
         return declared
