@@ -174,7 +174,7 @@ class PipelineRunner:
                 self._ready.set()
 
     async def _process(self, event: ItemParsed) -> Event:
-        item, stage = event.item, "pipeline"
+        item, stage = event.item, None
         try:
             problem = validate(item)
         except Exception as exc:  # a validator bug must not lose the item
@@ -184,16 +184,15 @@ class PipelineRunner:
             self._dead_letter.record(item, error=ValueError(problem), stage="validation", url=url)
             return ItemDropped(item=item, response=event.response, reason=f"invalid: {problem}")
         try:
-            for pipeline in self.pipelines:
-                stage = repr(pipeline)
-                item = await pipeline.process_item(item, self._spider)
+            for stage in self.pipelines:
+                item = await stage.process_item(item, self._spider)
                 if item is None:
-                    raise DropItem(f"{stage} returned None")
+                    raise DropItem(f"{stage!r} returned None")
         except DropItem as exc:
             return ItemDropped(item=item, response=event.response, reason=exc.reason)
         except Exception as exc:
             url = event.response.url if event.response is not None else None
-            self._dead_letter.record(event.item, error=exc, stage=stage, url=url)
+            self._dead_letter.record(event.item, error=exc, stage="pipeline" if stage is None else repr(stage), url=url)
             reason = f"pipeline error: {type(exc).__name__}"
             return ItemDropped(item=event.item, response=event.response, reason=reason)
         return ItemStored(item=item, response=event.response)

@@ -101,6 +101,7 @@ class DefaultScheduler:
     def __init__(self, dupefilter: DupeFilter | None = None) -> None:
         self._dupefilter = dupefilter
         self._recent = RecentSet()
+        self._leased: dict[int, _Slot] = {}  # id of each request handed out -> its host's slot
         self._refused: dict[str, str] = {}  # recent URLs refused for a reason of the URL alone
         self._slots: dict[str, _Slot] = {}
         self._ready: list[tuple[int, int, _Slot]] = []  # slots that may start a download
@@ -249,6 +250,7 @@ class DefaultScheduler:
         self._in_memory -= 1
         self._active += 1
         slot.active += 1
+        self._leased[id(request)] = slot  # release() finds it without parsing the URL again
         delay = self._delays.get(slot.host, self._delay) if self._delays else self._delay
         if delay:
             slot.not_before = asyncio.get_running_loop().time() + delay
@@ -264,8 +266,8 @@ class DefaultScheduler:
         self._delays[host] = max(seconds, self._floors.get(host, 0.0), 0.0)
 
     async def release(self, request: Request) -> None:
-        host = url_host(request.url)
-        slot = self._slots[host]
+        slot = self._leased.pop(id(request), None) or self._slots[url_host(request.url)]
+        host = slot.host
         slot.active -= 1
         self._active -= 1
         self._offer(slot)
