@@ -57,7 +57,10 @@ class Profile:
             if value is None or value == "":
                 nulls[name] += 1
             else:
-                types_.setdefault(name, set()).add(type(value).__name__)
+                seen = types_.get(name)
+                if seen is None:
+                    seen = types_[name] = set()
+                seen.add(type(value).__name__)
 
     def as_dict(self) -> dict[str, Any]:
         return {

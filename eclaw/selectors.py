@@ -73,10 +73,25 @@ def compiled_xpath(query: str) -> etree.XPath:
     return etree.XPath(query, smart_strings=False)
 
 
+_new = object.__new__
+_NAMESPACES = Selector._default_namespaces
+
+
+def _selector(root: Any, query: str) -> Selector:
+    """``Selector(root=root, _expr=query, type=...)`` without the constructor's checks, which a
+    query's own results always pass (a test compares the two, slot by slot)."""
+    selector = _new(Selector)
+    selector.root = root
+    selector.type = "html" if isinstance(root, etree._Element) else "text"
+    selector.namespaces = dict(_NAMESPACES)
+    selector._expr = query
+    selector._huge_tree = True
+    selector._text = None
+    return selector
+
+
 def wrap(results: Any, query: str) -> SelectorList[Selector]:
     """parsel selectors for the results of a compiled query."""
     if not isinstance(results, list):  # string(), count() ... give a scalar
         results = [results]
-    return SelectorList(
-        Selector(root=r, _expr=query, type="html" if isinstance(r, etree._Element) else "text") for r in results
-    )
+    return SelectorList([_selector(r, query) for r in results])

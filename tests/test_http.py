@@ -141,3 +141,16 @@ def test_xpath_id_function_works_though_pages_are_parsed_without_an_id_table() -
     assert [r.url for r in response.follow_all(xpath="id('main')/../a/@href")] == []
     assert uses_id("id('a')") and uses_id("//div[ id ('a')]")
     assert not uses_id("//*[@id='a']") and not uses_id("//x[contains(@id, 'a')]") and not uses_id("//my-id(")
+
+
+def test_query_results_are_the_selectors_parsel_would_make() -> None:
+    from lxml import etree
+    from parsel import Selector
+
+    from eclaw.selectors import _selector
+
+    for root, kind in ((etree.fromstring(b"<p>x</p>", etree.HTMLParser()), "html"), ("text", "text"), (2.0, "text")):
+        made, fast = Selector(root=root, _expr="q", type=kind), _selector(root, "q")
+        for name in Selector.__slots__:
+            assert hasattr(made, name) == hasattr(fast, name), name
+            assert getattr(made, name, None) == getattr(fast, name, None) or name == "__weakref__", name
