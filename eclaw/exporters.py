@@ -149,10 +149,14 @@ class FileExporter(abc.ABC):
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None, "exporter not open"
-        view = memoryview(data)
+        if not data:  # an empty header or footer: no system call
+            return
         try:
-            while view:
-                view = view[os.write(self._fd, view) :]
+            written = os.write(self._fd, data)
+            if written < len(data):  # a partial write: the rest, in as many writes as it takes
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(self._fd, view) :]
         except OSError:
             try:
                 os.ftruncate(self._fd, self._size)  # undo the partial item

@@ -76,7 +76,7 @@ def chain(middlewares: Sequence[Middleware], fetch: Fetch) -> Fetch:
 
 
 def _bind(middleware: Middleware, call_next: Fetch) -> Fetch:
-    async def call(request: Request) -> Response:
-        return await middleware(request, call_next)
+    def call(request: Request) -> Awaitable[Response]:
+        return middleware(request, call_next)  # the middleware's own coroutine: no wrapper frame to resume
 
     return call
