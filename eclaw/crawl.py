@@ -322,15 +322,8 @@ class Crawl(Callbacks):
             for request, reason in zip(requests, reasons, strict=True):
                 if reason is not None:
                     self.emit(RequestDropped(request=request, reason=reason))
-        else:  # counted in C: most are duplicates
-            dropped = len(reasons) - reasons.count(None)
-            if dropped:
-                self.stats.requests_dropped += dropped
-                by_reason, duplicates = self.stats.dropped_by_reason, reasons.count("duplicate")
-                if duplicates:
-                    by_reason["duplicate"] += duplicates
-                if dropped > duplicates:
-                    by_reason.update(reason for reason in reasons if reason is not None and reason != "duplicate")
+        else:
+            self.stats.add_dropped_batch(reasons)
         if not self._stopping:
             await self._pump()
 

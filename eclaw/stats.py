@@ -55,6 +55,17 @@ class Stats:
         self.requests_dropped += 1
         self.dropped_by_reason[reason] += 1
 
+    def add_dropped_batch(self, reasons: list[str | None]) -> None:
+        """Count the drops of one enqueued batch (``None``: accepted), in C where it can: most are duplicates."""
+        dropped = len(reasons) - reasons.count(None)
+        if dropped:
+            self.requests_dropped += dropped
+            duplicates = reasons.count("duplicate")
+            if duplicates:
+                self.dropped_by_reason["duplicate"] += duplicates
+            if dropped > duplicates:
+                self.dropped_by_reason.update(r for r in reasons if r is not None and r != "duplicate")
+
     def add_failed(self, reason: str) -> None:
         self.requests_failed += 1
         self.failed_by_reason[reason] += 1
