@@ -22,17 +22,18 @@ from bench.run import command as crawl_command
 from bench.site import generate, serve
 
 GROUPS = [
+    ("idle worker thread (blocked, no CPU; left out)", ("thread.py:_worker",)),
     ("aiohttp/yarl/multidict (HTTP client)", ("aiohttp", "yarl", "multidict")),
     ("asyncio (event loop, transports)", ("asyncio",)),
-    ("lxml parse (selectors.parse_html)", ("selectors.py:",)),
+    ("lxml parse (selectors.parse_html)", ("selectors.py:parse_html",)),
     ("links: follow_all, Request()", ("http.py:follow_all", "http.py:__init__", "http.py:urljoin", "http.py:_base")),
-    ("selectors: css()/xpath() + parsel", ("http.py:css", "http.py:xpath", "parsel")),
+    ("selectors: css()/xpath() + parsel", ("http.py:css", "http.py:xpath", "parsel", "selectors.py:")),
     ("URL checks and canonical form (urls.py)", ("urls.py:",)),
-    ("frontier: scheduler + dedupe", ("scheduler.py:", "dupefilter.py:", "pybloom")),
-    ("engine: crawl.py events/accounting", ("crawl.py:",)),
-    ("downloader.py + middleware", ("downloader.py:", "middleware", "default_headers")),
-    ("pipelines + JSONL export", ("pipeline.py:", "exporters.py:", "json")),
-    ("encoding detection", ("http.py:_decoded", "w3lib")),
+    ("frontier: scheduler + dedupe + spill", ("scheduler.py:", "dupefilter.py:", "pybloom", "spill.py:", "serial.py:")),
+    ("engine: crawl.py/callbacks.py events/accounting", ("crawl.py:", "callbacks.py:", "dispatch.py:", "stats.py:")),
+    ("downloader.py + middleware", ("downloader.py:", "middleware", "default_headers", "retry.py:", "user_agent.py:")),
+    ("pipelines + JSONL export + quality", ("pipeline.py:", "exporters.py:", "json", "quality.py:", "items.py:")),
+    ("encoding detection, lazy Response fields", ("http.py:_decoded", "http.py:_declared", "http.py:__get__", "w3lib")),
     ("imports / start-up", ("importlib", "<frozen")),
 ]
 
@@ -67,7 +68,9 @@ def main() -> None:
             stack, _, count = line.rpartition(" ")
             total += int(count)
             groups[classify(stack.split(";")[-1])] += int(count)
-    print(f"{total} samples of the eclaw crawl of {args.pages} pages, by component (self time):")
+    idle = groups.pop(GROUPS[0][0], 0)
+    total -= idle
+    print(f"{total} samples of the eclaw crawl of {args.pages} pages, by component (self time; {idle} idle left out):")
     for group, count in groups.most_common():
         print(f"  {100 * count / total:5.1f}%  {group}")
 
