@@ -269,3 +269,24 @@ async def test_demo_serve_serves_until_signalled(signum: int) -> None:
     process.send_signal(signum)
     await asyncio.wait_for(process.communicate(), 10)
     assert process.returncode == 0
+
+
+async def test_cli_crawl_tunes_gc_while_it_runs_and_restores_it(demo_url: str) -> None:
+    import gc
+
+    from eclaw import Engine, Response, Settings, Spider
+    from eclaw.cli import crawl_with_signals
+
+    seen: list[tuple[int, int, int]] = []
+
+    class One(Spider):
+        name = "one"
+        start_urls = [demo_url]
+
+        def parse(self, response: Response) -> None:
+            seen.append(gc.get_threshold())
+
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
+    await crawl_with_signals(Engine(Settings(store="")), One, {}, quiet=True)
+    assert seen and seen[0][0] >= 20000 and seen[0][1:] == before[1:]
+    assert gc.get_threshold() == before and gc.get_freeze_count() == frozen

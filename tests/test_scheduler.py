@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import sys
 from typing import Any
 
 import pytest
+from pybloom_live import ScalableBloomFilter
 
 from eclaw import Request, Response, Settings, Spider
 from eclaw.dupefilter import BloomDupeFilter, SetDupeFilter
@@ -54,6 +56,18 @@ def test_fingerprint_includes_method_and_body_and_port() -> None:
 def test_dupefilters(dupefilter: Any) -> None:
     assert dupefilter.add(b"a") and not dupefilter.add(b"a") and dupefilter.add(b"b")
     assert len(dupefilter) == 2
+
+
+def test_bloom_fast_path_sets_the_same_bits_as_pybloom() -> None:
+    # BloomDupeFilter.add hashes once while one filter has room; the library's own add must agree, bit for bit,
+    # also once the filter has grown a second stage.
+    ours, theirs = BloomDupeFilter(500, 0.001), ScalableBloomFilter(initial_capacity=500, error_rate=0.001)
+    rng = random.Random(5)
+    keys = [rng.randbytes(20) for _ in range(2000)]
+    for key in (rng.choice(keys) for _ in range(8000)):
+        assert ours.add(key) == (not theirs.add(key))
+    assert len(theirs.filters) > 1 and len(ours) == sum(f.count for f in theirs.filters)
+    assert [f.bitarray for f in ours._bloom.filters] == [f.bitarray for f in theirs.filters]
 
 
 def test_bloom_filter_is_small_per_million() -> None:
