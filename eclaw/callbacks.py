@@ -16,12 +16,13 @@ from typing import Any
 from eclaw.checkpoint import Checkpointing
 from eclaw.components import iterate
 from eclaw.events import Event, ItemParsed, RequestFailed, RequestGenerated, ResponseParsed
-from eclaw.exceptions import CloseSpider, ConfigError, EclawError, HttpError
+from eclaw.exceptions import CloseSpider, ConfigError, EclawError, HttpError, NotTextResponse
 from eclaw.http import Request, Response
 from eclaw.items import is_item
 from eclaw.observe import request_id
 from eclaw.parser import Parser
 from eclaw.settings import Settings
+from eclaw.spider import check_start_url
 from eclaw.urls import redact_url
 
 __all__ = ["Callbacks"]
@@ -62,6 +63,9 @@ class Callbacks(Checkpointing):
             self._parsed(request, response, counts)
         except asyncio.CancelledError:
             raise
+        except NotTextResponse as exc:  # our own clear error: one line, no traceback
+            logger.error("callback failed for %s: %s", response.url, exc)
+            self.emit(RequestFailed(request=request, reason=f"callback error: {exc.reason}", error=exc))
         except Exception as exc:
             logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
             self.emit(RequestFailed(request=request, reason=f"callback error: {type(exc).__name__}", error=exc))
@@ -183,6 +187,7 @@ class Callbacks(Checkpointing):
                     break
                 if not isinstance(request, Request):
                     raise ConfigError(f"start_requests() yielded {request!r}, not a Request")
+                check_start_url(request.url)
                 await self._submit(request, None)
                 if self.scheduler.pending() > high_water:
                     await self._frontier_drained(high_water)

@@ -6,6 +6,7 @@ Errors::
     ├── ConfigError (ValueError)        bad setting, bad spider, bad CLI input
     │   └── SpiderLoadError             spider file missing, broken, or spider-less
     ├── InvalidURL (ValueError)         a URL eclaw cannot fetch
+    ├── NotTextResponse (TypeError)     selectors used on a binary response (PDF, image, archive...)
     └── DownloadError                   one download went wrong
         ├── ConnectError (ConnectionError)
         │   ├── ConnectionLost          the peer reset or closed mid-response
@@ -53,6 +54,7 @@ __all__ = [
     "HttpError",
     "IgnoreRequest",
     "InvalidURL",
+    "NotTextResponse",
     "ProxyError",
     "RedirectError",
     "RedirectLoop",
@@ -79,6 +81,18 @@ class SpiderLoadError(ConfigError):
 
 class InvalidURL(EclawError, ValueError):
     """A URL is malformed or not absolute."""
+
+
+class NotTextResponse(EclawError, TypeError):
+    """A markup parser (``css``, ``xpath``, ``soup``, ``follow_all(css=...)``) was asked of a
+    response that is not text: a PDF, an image, an archive, an octet stream. ``reason``
+    names the content type (a callback that does this fails with it)."""
+
+    def __init__(self, url: str, content_type: str) -> None:
+        super().__init__(
+            f"{url} is not text ({content_type}): selectors need an HTML or XML page; its bytes are in response.body"
+        )
+        self.reason = f"not text ({content_type})"
 
 
 class DownloadError(EclawError):

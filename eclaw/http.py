@@ -12,6 +12,8 @@ from lxml import etree
 from multidict import CIMultiDict, CIMultiDictProxy
 from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding
 
+from eclaw.exceptions import NotTextResponse
+from eclaw.mediatypes import binary_kind
 from eclaw.selectors import compiled_css, compiled_hrefs, compiled_xpath, parse_html, uses_id, wrap
 from eclaw.urls import absolute_url, join_url, simple_path
 
@@ -281,6 +283,22 @@ class Response:
         return html_to_unicode(content_type, body, auto_detect_fun=_detect_encoding)
 
     @lazy
+    def is_text(self) -> bool:
+        """False for a binary body (PDF, image, archive, font, media, octet stream: by its
+        Content-Type or, whatever the header says, by its first bytes); selectors refuse those."""
+        return self._binary_kind is None
+
+    @lazy
+    def _binary_kind(self) -> str | None:
+        """What makes the body binary (its media type, or what its bytes sniff as), or ``None``."""
+        return binary_kind(self.headers.get("Content-Type", ""), self.body)
+
+    def _require_text(self) -> None:
+        kind = self._binary_kind
+        if kind is not None:
+            raise NotTextResponse(self.url, kind)
+
+    @lazy
     def _is_xml(self) -> bool:
         ctype = self.headers.get("Content-Type", "")
         return "xml" in ctype and "html" not in ctype
@@ -295,6 +313,7 @@ class Response:
         return self._parsed(ids=True)
 
     def _parsed(self, *, ids: bool) -> Any:
+        self._require_text()
         encoding = self.encoding
         return parse_html(self.body, encoding, "" if encoding == "utf-8" else self.text, self.url, ids=ids)
 
@@ -306,6 +325,7 @@ class Response:
         """The parsel ``Selector`` over the document (lxml underneath)."""
         from parsel import Selector
 
+        self._require_text()
         if self._is_xml:
             return Selector(text=self.text, type="xml", base_url=self.url)
         return Selector(root=self._root, type="html", base_url=self.url)
@@ -327,6 +347,7 @@ class Response:
         """BeautifulSoup tree on the lxml parser, built on first access."""
         from bs4 import BeautifulSoup
 
+        self._require_text()
         return BeautifulSoup(self.text, "lxml")
 
     def json(self) -> Any:
@@ -341,7 +362,7 @@ class Response:
     @lazy
     def _base(self) -> tuple[str, str]:
         base = self.url
-        if _BASE_TAG.search(self.body, 0, 4096):
+        if _BASE_TAG.search(self.body, 0, 4096) and self.is_text:
             href = self.css("base::attr(href)").get()
             if href:
                 base = urljoin(self.url, href.strip())
