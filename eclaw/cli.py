@@ -1,4 +1,11 @@
-"""Command line: ``eclaw crawl|worker|seed|status|runs|flow|list|demo|version`` (also ``python -m eclaw``)."""
+"""Command line: ``eclaw crawl|worker|seed|status|runs|flow|list|demo|version`` (also ``python -m eclaw``).
+
+Exit codes: 0 the crawl finished (or paused with its state saved) and every item
+reached every output; 1 an unexpected error (a bug: a traceback is shown); 2 bad
+input (one line on stderr, nothing crawled is lost); 3 the crawl ran, but items
+were dead-lettered or lost (see the dead-letter file); 130 stopped by a second
+Ctrl-C.
+"""
 
 from __future__ import annotations
 
@@ -127,7 +134,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(lifecycle(read_trace(args.file), url=args.url, request_id=args.request_id))
         return 0
     if args.command == "report":
-        Path(args.output).write_text(render_report(read_trace(args.file), title=f"eclaw report: {args.file}"))
+        page = render_report(read_trace(args.file), title=f"eclaw report: {args.file}")
+        try:
+            Path(args.output).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise EclawError(f"cannot write the report {args.output}: {exc.strerror}") from None
         print(f"report written to {args.output}")
         return 0
     if args.command == "flow":
@@ -171,7 +182,16 @@ def _dispatch(args: argparse.Namespace) -> int:
             str(resolve_path(o, spider_cls.name, effective.run_key)).replace("%(batch)05d", "*") for o in outputs
         ]
         print(f"items written to {', '.join(written)}")
-    return 0
+    return _exit_code(stats)
+
+
+def _exit_code(stats: Stats) -> int:
+    """0 for a clean crawl, 3 when items missed an output (said on stderr, so a script notices)."""
+    if stats.clean:
+        return 0
+    dead = sum(stats.items_dead_lettered.values())
+    print(f"eclaw: {dead} items dead-lettered, {stats.items_lost} lost: not every item was stored", file=sys.stderr)
+    return 3
 
 
 def _runs(target: str | None, settings: Settings) -> int:
@@ -299,4 +319,4 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         await runner.cleanup()
     print(stats.summary())
     print(f"{stats.items_stored} items written to {args.output}")
-    return 0
+    return _exit_code(stats)

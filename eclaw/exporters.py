@@ -14,6 +14,7 @@ import abc
 import csv
 import datetime as dt
 import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["CsvExporter", "JsonExporter", "JsonLinesExporter", "OutputOptions", "exporter_for", "resolve_path"]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # made once: json.dumps with options makes one per call
-OutputOptions = dict[str, Any]  # run_key, batch_items, batch_bytes, dead_letter, item_key
+OutputOptions = dict[str, Any]  # run_key, batch_items, batch_bytes, item_key, partition_by
 
 
 def resolve_path(template: str | Path, spider: str, run_key: str, batch: int | None = None) -> Path:
@@ -76,13 +77,13 @@ class FileExporter(abc.ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.template!r})"
 
-    def check(self) -> None:
-        """Fail early, before any download, if the file cannot be written."""
-        parent = self.path.parent
-        if not parent.is_dir():
-            raise ConfigError(f"output directory does not exist: {parent} (for {self.path})")
-        if self.path.is_dir():
-            raise ConfigError(f"output path is a directory: {self.path}")
+    def check(self, spider: str) -> None:
+        """Fail early, before any download, if spider ``spider``'s file cannot be written."""
+        path = resolve_path(self.template, spider, self.run_key, 1 if self.rotating else None)
+        if not path.parent.is_dir():
+            raise ConfigError(f"output directory does not exist: {path.parent} (for {path})")
+        if path.is_dir():
+            raise ConfigError(f"output path is a directory: {path}")
 
     async def open(self, spider: Spider) -> None:
         self._spider = spider.name
@@ -125,7 +126,7 @@ class FileExporter(abc.ABC):
 
     def _open_file(self, batch: int) -> None:
         self.path = resolve_path(self.template, self._spider, self.run_key, batch if self.rotating else None)
-        self.check()
+        self.check(self._spider)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.paths.append(self.path)
         self._size = self._in_file = 0
@@ -211,15 +212,20 @@ class JsonExporter(FileExporter):
 
 
 class CsvExporter(FileExporter):
-    """CSV with a header row. Columns: ``fields`` if given, else the first
-    item's keys in order (a dataclass's field order); nested values are
-    JSON-encoded; missing values are empty. An item with a key outside the
-    columns is refused (and so dead-lettered), never truncated.
+    """CSV with a header row.
+
+    Columns: ``fields`` if given (other keys are left out), else the union of the
+    items' keys in the order first seen (a dataclass's field order). An item with a
+    field no earlier item had widens the file: it is rewritten once with the new
+    column at the end (earlier rows get empty cells, atomically: a crash leaves the
+    old file or the new one), so items of different shapes all fit. Nested values
+    are JSON-encoded; missing values are empty.
     """
 
     def __init__(self, path: str | Path, fields: list[str] | None = None, **options: Any) -> None:
         super().__init__(path, **options)
-        self.fields = fields
+        self.fields = list(fields) if fields else None
+        self._fixed = fields is not None  # columns chosen by the caller: never widened
         self._wrote_header = False
 
     def _open_file(self, batch: int) -> None:
@@ -227,26 +233,67 @@ class CsvExporter(FileExporter):
         self._wrote_header = False
 
     def checkpoint(self) -> dict[str, Any]:
-        return {**super().checkpoint(), "fields": self.fields}
+        return {**super().checkpoint(), "fields": list(self.fields or ())}
 
     def _reopen(self, saved: dict[str, Any]) -> None:
+        fields, path = saved.get("fields"), Path(saved["path"])
+        _tmp(path).unlink(missing_ok=True)
+        if fields and path.is_file() and _header(path) != fields:  # widened after the checkpoint: undo it
+            saved = {**saved, "offset": _rewrite(path, fields, int(saved["in_file"]))}
         super()._reopen(saved)
-        self.fields = saved.get("fields") or self.fields
+        self.fields = fields or self.fields
         self._wrote_header = self._in_file > 0
 
     def encode(self, row: dict[str, Any]) -> bytes:
         if self.fields is None:
             self.fields = list(row)
-        extra = [key for key in row if key not in self.fields]
-        if extra:
-            raise ValueError(f"item has fields not in the CSV columns: {', '.join(extra)}")
+        elif not self._fixed and not row.keys() <= set(self.fields):
+            self._widen([key for key in row if key not in self.fields])
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=self.fields)
+        writer = csv.DictWriter(buffer, fieldnames=self.fields, extrasaction="ignore")
         if not self._wrote_header:
             writer.writeheader()
             self._wrote_header = True
         writer.writerow({k: _cell(v) for k, v in row.items()})
         return buffer.getvalue().encode()
+
+    def _widen(self, new: list[str]) -> None:
+        """Add the columns ``new``; the rows already written get empty cells for them."""
+        assert self.fields is not None and self._fd is not None
+        self.fields = self.fields + new
+        if not self._wrote_header:
+            return
+        os.close(self._fd)
+        self._fd = None
+        self._size = _rewrite(self.path, self.fields, self._in_file)
+        self._fd = os.open(self.path, os.O_WRONLY)
+        os.lseek(self._fd, self._size, os.SEEK_SET)
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + ".eclaw-tmp")
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as file:
+        return next(csv.reader(file), [])
+
+
+def _rewrite(path: Path, fields: list[str], rows: int) -> int:
+    """Rewrite the CSV file ``path`` with the header ``fields`` and its first ``rows`` rows, each
+    padded or cut to the columns (atomically, through a temporary file); returns its new size."""
+    tmp = _tmp(path)
+    with path.open(newline="", encoding="utf-8") as source, tmp.open("w", newline="", encoding="utf-8") as target:
+        reader, writer = csv.reader(source), csv.writer(target)
+        next(reader, None)
+        writer.writerow(fields)
+        width = len(fields)
+        for row in itertools.islice(reader, rows):
+            writer.writerow((row + [""] * width)[:width])
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(tmp, path)
+    return path.stat().st_size
 
 
 def _cell(value: Any) -> Any:
@@ -268,12 +315,13 @@ _FORMATS: dict[str, str] = {
 }
 
 
-def exporter_for(path: str | Path, **options: Any) -> ItemPipeline:
-    """The exporter for ``path``, chosen by its extension.
+def exporter_for(path: str | Path, spider: str | None = None, **options: Any) -> ItemPipeline:
+    """The exporter for ``path``, chosen by its extension; with ``spider``, checked
+    (before any download) to be writable for that spider.
 
     ``options``: ``run_key``, ``batch_items``, ``batch_bytes`` (rotation),
-    ``dead_letter`` and ``item_key`` (Parquet and SQLite buffer items: those
-    they fail to write go to the dead-letter file), ``partition_by`` (Parquet).
+    ``item_key`` (SQLite), ``partition_by`` (Parquet). Parquet and SQLite buffer
+    items: those they fail to write go to the crawl's dead-letter file.
     """
     suffix = Path(str(path).split("%(batch)")[-1]).suffix.lower() or Path(path).suffix.lower()
     kind = _FORMATS.get(suffix)
@@ -294,9 +342,10 @@ def exporter_for(path: str | Path, **options: Any) -> ItemPipeline:
     else:
         if options.get("partition_by"):
             raise ConfigError(f"{path}: only Parquet outputs can be partitioned")
-        for name in ("dead_letter", "item_key", "partition_by"):
+        for name in ("item_key", "partition_by"):
             options.pop(name, None)
         cls = {"jsonl": JsonLinesExporter, "json": JsonExporter, "csv": CsvExporter}[kind]
         exporter = cls(path, **options)
-    exporter.check()
+    if spider is not None:
+        exporter.check(spider)
     return exporter  # type: ignore[no-any-return]

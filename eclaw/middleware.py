@@ -25,7 +25,7 @@ before any request) and ``async def close(self)`` (when it ends).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eclaw.http import Request, Response
 
@@ -56,6 +56,13 @@ class CrawlContext(Protocol):
 
     @property
     def stats(self) -> Stats: ...
+
+    @property
+    def run_id(self) -> str:
+        """This run's id (in log lines and the files of record)."""
+
+    def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
+        """``output`` could not write ``items`` it had accepted (a failed batch): dead-letter them for it."""
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         """Politeness: ``seconds`` between two downloads from ``host`` (``None``: every host

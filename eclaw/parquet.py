@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import ConfigError
 from eclaw.exporters import resolve_path
-from eclaw.failures import JsonLines
 from eclaw.items import item_to_dict
 
 if TYPE_CHECKING:
@@ -48,7 +47,6 @@ class ParquetExporter:
         batch_items: int = 0,
         batch_bytes: int = 0,
         row_group: int = 10_000,
-        dead_letter: str | Path = "eclaw-dead-letter.jsonl",
         item_key: Sequence[str] = (),
     ) -> None:
         self.pa = _pyarrow()
@@ -64,23 +62,22 @@ class ParquetExporter:
         self._writer: Any = None
         self._schema: Any = None
         self._parts = 0
-        self._dead_letter = JsonLines(dead_letter)
         self._crawl: CrawlContext | None = None
 
     def __repr__(self) -> str:
         return f"ParquetExporter({self.template!r})"
 
-    def check(self) -> None:
-        parent = self.path.parent
-        if not parent.is_dir():
-            raise ConfigError(f"output directory does not exist: {parent} (for {self.path})")
+    def check(self, spider: str) -> None:
+        path = resolve_path(self.template, spider, self.run_key)
+        if not path.parent.is_dir():
+            raise ConfigError(f"output directory does not exist: {path.parent} (for {path})")
 
     def attach(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
 
     async def open(self, spider: Spider) -> None:
         self.path = resolve_path(self.template, spider.name, self.run_key)
-        self.check()
+        self.check(spider.name)
         if self.partition_by and self.path.exists():
             import shutil
 
@@ -121,10 +118,8 @@ class ParquetExporter:
             logger.error(
                 "Parquet %s: could not write %d items (%s); they go to the dead-letter file", self.path, len(rows), exc
             )
-            for row in rows:
-                self._dead_letter.write({"stage": repr(self), "error": f"{type(exc).__name__}: {exc}", "item": row})
             if self._crawl is not None:
-                self._crawl.stats.counters[f"items dead-lettered by {self.path.name}"] += len(rows)
+                self._crawl.dead_letter(self, rows, exc)
 
     async def close(self, spider: Spider) -> None:
         try:
@@ -133,4 +128,3 @@ class ParquetExporter:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
-            self._dead_letter.close()

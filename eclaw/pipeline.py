@@ -18,6 +18,7 @@ from eclaw.urls import redact_url
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider
+    from eclaw.stats import Stats
 
 __all__ = ["DeadLetter", "FunctionPipeline", "ItemPipeline", "PipelineRunner", "as_pipeline"]
 
@@ -73,9 +74,13 @@ def as_pipeline(obj: Any) -> ItemPipeline:
 
 
 class DeadLetter(JsonLines):
-    """JSONL file of items that a pipeline failed on, opened on first use."""
+    """JSONL file of items that did not reach an output, opened on first use.
 
-    def record(self, item: Any, *, error: BaseException, stage: str, url: str | None) -> None:
+    Each line says where the item stopped: ``stage`` is ``validation``, ``pipeline``
+    or ``output``, and ``name`` the pipeline or output (an item one output failed
+    on is still in the others)."""
+
+    def record(self, item: Any, *, error: BaseException, stage: str, name: str = "", url: str | None) -> None:
         try:
             data: Any = item_to_dict(item)
         except (TypeError, ValueError):
@@ -85,36 +90,45 @@ class DeadLetter(JsonLines):
                 "time": time.time(),
                 "url": redact_url(url) if url else url,
                 "stage": stage,
+                "name": name,
                 "error": redact_url(f"{type(error).__name__}: {error}"),
                 "item": data,
             }
         )
-        logger.error("item dead-lettered to %s (%s: %s)", self.path, stage, error)
+        logger.error("item dead-lettered to %s (%s %s: %s)", self.path, stage, name, error)
 
 
 class PipelineRunner:
-    """Passes parsed items through the pipelines in order, one item at a time.
+    """Passes parsed items through the pipelines in order, then to every output.
 
     A callback that yields items without awaiting (a plain generator) passes
     them through itself when it is done (``held``/``drain``: no task switch per
     item); any other item wakes the runner's own task (``run``), so a slow
     pipeline never blocks event dispatch.
 
-    Each item ends as ``ItemStored``, or ``ItemDropped`` (``DropItem``, or any
-    other exception, after which the item is dead-lettered).
+    Pipelines are a chain (each may change or drop the item); outputs are
+    independent: each receives every item the pipelines passed, and one output
+    failing dead-letters the item for that output only. An item ends as
+    ``ItemStored`` when at least one output wrote it (or there are none), else as
+    ``ItemDropped`` (``DropItem``, invalid, a pipeline error, every output failed);
+    whatever failed is in the dead-letter file.
     """
 
     def __init__(
         self,
         pipelines: list[ItemPipeline],
+        outputs: dict[str, ItemPipeline],
         spider: Spider,
         dead_letter: DeadLetter,
+        stats: Stats,
         emit: Callable[[Event], None],
         done: Callable[[], None],
     ) -> None:
         self.pipelines = pipelines
+        self.outputs = outputs
         self._spider = spider
         self._dead_letter = dead_letter
+        self._stats = stats
         self._emit = emit
         self._done = done
         self._queue: deque[ItemParsed] = deque()
@@ -158,8 +172,9 @@ class PipelineRunner:
                 try:
                     try:
                         outcome = await self._process(event)
-                    except Exception as exc:  # even the dead-letter file failed: count it, never lose it silently
+                    except Exception as exc:  # a bug of ours: count it, never lose an item silently
                         logger.error("item lost in the pipelines (%s: %s): %r", type(exc).__name__, exc, event.item)
+                        self._stats.items_lost += 1
                         outcome = ItemDropped(
                             item=event.item, response=event.response, reason="lost: " + type(exc).__name__
                         )
@@ -180,8 +195,7 @@ class PipelineRunner:
         except Exception as exc:  # a validator bug must not lose the item
             problem = f"validation error: {type(exc).__name__}"
         if problem is not None:
-            url = event.response.url if event.response is not None else None
-            self._dead_letter.record(item, error=ValueError(problem), stage="validation", url=url)
+            self._dead(item, ValueError(problem), event, "validation", "validation")
             return ItemDropped(item=item, response=event.response, reason=f"invalid: {problem}")
         try:
             for stage in self.pipelines:
@@ -191,8 +205,44 @@ class PipelineRunner:
         except DropItem as exc:
             return ItemDropped(item=item, response=event.response, reason=exc.reason)
         except Exception as exc:
-            url = event.response.url if event.response is not None else None
-            self._dead_letter.record(event.item, error=exc, stage="pipeline" if stage is None else repr(stage), url=url)
-            reason = f"pipeline error: {type(exc).__name__}"
-            return ItemDropped(item=event.item, response=event.response, reason=reason)
-        return ItemStored(item=item, response=event.response)
+            self._dead(event.item, exc, event, "pipeline", repr(stage))
+            return ItemDropped(item=event.item, response=event.response, reason=f"pipeline error: {type(exc).__name__}")
+        return await self._output(item, event)
+
+    async def _output(self, item: Any, event: ItemParsed) -> Event:
+        """Hand ``item`` to every output, each on its own."""
+        written, error = not self.outputs, None
+        for name, output in self.outputs.items():
+            try:
+                await output.process_item(item, self._spider)
+            except Exception as exc:
+                error = exc
+                self._dead(item, exc, event, "output", name)
+            else:
+                self._stats.items_written[name] += 1
+                written = True
+        if written:
+            return ItemStored(item=item, response=event.response)
+        return ItemDropped(item=item, response=event.response, reason=f"output error: {type(error).__name__}")
+
+    def _dead(self, item: Any, error: BaseException, event: ItemParsed, stage: str, name: str) -> None:
+        """Dead-letter ``item`` (counted by ``name``); if even that fails, count it lost."""
+        url = event.response.url if event.response is not None else None
+        try:
+            self._dead_letter.record(item, error=error, stage=stage, name=name, url=url)
+        except Exception as exc:
+            logger.error("item lost: the dead-letter file failed too (%s: %s): %r", type(exc).__name__, exc, item)
+            self._stats.items_lost += 1
+        else:
+            self._stats.items_dead_lettered[name] += 1
+
+    def dead_letter(self, name: str, rows: list[Any], error: BaseException) -> None:
+        """An output that buffers (SQLite, Parquet) failed to write ``rows`` it had accepted."""
+        for row in rows:
+            try:
+                self._dead_letter.record(row, error=error, stage="output", name=name, url=None)
+            except Exception:
+                self._stats.items_lost += 1
+                self._stats.items_written[name] -= 1
+            else:
+                self._stats.output_failed(name)

@@ -25,6 +25,12 @@ class Stats:
     (``requests_pending`` is non-zero only for a crawl stopped early.)
     ``retries`` counts failed attempts that were tried again; ``counters`` holds
     the middlewares' own counts (``"proxy 127.0.0.1:3128 ok"``, ``"cache hit"``...).
+
+    Every output receives every stored item on its own: ``items_written`` counts,
+    per output, the items it wrote, and ``items_dead_lettered`` the items that went
+    to the dead-letter file instead (per output, or ``"validation"``/a pipeline's
+    name for items that reached no output). ``items_lost`` counts items that could
+    not even be dead-lettered. :attr:`clean` is false when any item missed an output.
     """
 
     spider: str = ""
@@ -43,6 +49,9 @@ class Stats:
     failed_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     dropped_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     items_dropped_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    items_written: Counter[str] = dataclasses.field(default_factory=Counter)
+    items_dead_lettered: Counter[str] = dataclasses.field(default_factory=Counter)
+    items_lost: int = 0
     status_counts: Counter[int] = dataclasses.field(default_factory=Counter)
     retries: int = 0
     counters: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -73,6 +82,16 @@ class Stats:
     def add_item_dropped(self, reason: str) -> None:
         self.items_dropped += 1
         self.items_dropped_by_reason[reason] += 1
+
+    def output_failed(self, output: str, count: int = 1) -> None:
+        """``count`` items counted as written by ``output`` were dead-lettered after all (a failed batch)."""
+        self.items_written[output] -= count
+        self.items_dead_lettered[output] += count
+
+    @property
+    def clean(self) -> bool:
+        """True when every stored item reached every output (nothing dead-lettered or lost)."""
+        return not self.items_lost and not any(self.items_dead_lettered.values())
 
     @property
     def elapsed(self) -> float:
@@ -130,9 +149,16 @@ class Stats:
             ("bytes downloaded", self.bytes_downloaded),
             ("items parsed", self.items_parsed),
             ("  stored", self.items_stored),
-            ("  dropped", self.items_dropped),
         ]
+        rows += [(f"    written to {output}", n) for output, n in self.items_written.items()]
+        rows.append(("  dropped", self.items_dropped))
         rows += [(f"    {reason}", n) for reason, n in sorted(self.items_dropped_by_reason.items())]
+        dead = sum(self.items_dead_lettered.values())
+        if dead:
+            rows.append(("items dead-lettered", dead))
+            rows += [(f"    by {where}", n) for where, n in sorted(self.items_dead_lettered.items()) if n]
+        if self.items_lost:
+            rows.append(("items lost", self.items_lost))
         if self.retries:
             rows.append(("retries", self.retries))
         rows += sorted(self.counters.items())

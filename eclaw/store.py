@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from eclaw import sqlite
 from eclaw.exceptions import ConfigError
 from eclaw.exporters import resolve_path
-from eclaw.failures import JsonLines
 from eclaw.items import item_key, item_to_dict, item_type
 from eclaw.sqlite import SqliteWriter
 
@@ -88,7 +87,6 @@ class SqliteStore:
         run_key: rows of key-less item types are replaced per run key.
         item_key: key fields for dict items (default: the spider's ``item_key``).
         batch: items per transaction (also committed every second and at close).
-        dead_letter: where items go if a transaction fails (disk full, locked file).
         busy_timeout: seconds to wait for a lock held by another process before failing.
     """
 
@@ -99,7 +97,6 @@ class SqliteStore:
         run_key: str = "default",
         item_key: Sequence[str] = (),
         batch: int = 500,
-        dead_letter: str | Path = "eclaw-dead-letter.jsonl",
         busy_timeout: float = 5.0,
     ) -> None:
         self.template = str(path)
@@ -109,7 +106,6 @@ class SqliteStore:
         self.item_key = tuple(item_key)
         self.batch = batch
         self.counts = {"inserted": 0, "updated": 0, "unchanged": 0}
-        self._dead_letter = JsonLines(dead_letter)
         self._writer = SqliteWriter("eclaw-store")
         self._pending: list[tuple[str, str | None, str, str, Any]] = []
         self._last_commit = 0.0
@@ -121,16 +117,17 @@ class SqliteStore:
     def __repr__(self) -> str:
         return f"SqliteStore({self.template!r})"
 
-    def check(self) -> None:
-        if self.path.is_dir():
-            raise ConfigError(f"store path is a directory: {self.path}")
+    def check(self, spider: str) -> None:
+        path = resolve_path(self.template, spider, self.run_key)
+        if path.is_dir():
+            raise ConfigError(f"store path is a directory: {path}")
 
     def attach(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
 
     async def open(self, spider: Spider) -> None:
         self.path = resolve_path(self.template, spider.name, self.run_key)
-        self.check()
+        self.check(spider.name)
         self.item_key = self.item_key or tuple(getattr(spider, "item_key", ()) or ())
         try:
             await self._writer.start(self.path, _SCHEMA, self.busy_timeout)
@@ -181,12 +178,8 @@ class SqliteStore:
             logger.error(
                 "store %s: a batch of %d items failed (%s); they go to the dead-letter file", self.path, len(rows), exc
             )
-            for _, _, text, _, _ in rows:
-                self._dead_letter.write(
-                    {"stage": repr(self), "error": f"{type(exc).__name__}: {exc}", "item": json.loads(text)}
-                )
             if self._crawl is not None:
-                self._crawl.stats.counters[f"items dead-lettered by {self.path.name}"] += len(rows)
+                self._crawl.dead_letter(self, [row[4] for row in rows], exc)
             return
         for name, n in counts.items():
             self.counts[name] += n
@@ -237,7 +230,6 @@ class SqliteStore:
                 await self._writer.run(self._replace_previous)
         finally:
             await self._writer.stop()
-            self._dead_letter.close()
         logger.info("store %s: %d inserted, %d updated, %d unchanged", self.path, *self.counts.values())
 
     def _replace_previous(self) -> None:

@@ -23,7 +23,7 @@ from eclaw.exporters import exporter_for
 from eclaw.items import Item
 from eclaw.store import SqliteStore, list_runs
 from eclaw.testing import collect
-from tests.conftest import assert_accounted, read_bytes, read_csv, read_jsonl
+from tests.conftest import assert_accounted, read_bytes, read_csv, read_jsonl, record_file
 
 FIELDS = ["sku", "title", "price", "category", "in_stock", "rating", "url"]
 
@@ -234,8 +234,9 @@ async def test_declared_items_are_validated_and_keyed(tmp_path: Path) -> None:
         "invalid: field 'price' must be float, got str": 1,
         "invalid: field 'sku' is required": 1,
     }
-    dead = read_jsonl("eclaw-dead-letter.jsonl")
+    dead = read_jsonl(record_file("typed", "dead-letter"))
     assert [d["stage"] for d in dead] == ["validation", "validation"] and dead[0]["item"]["sku"] == "c"
+    assert stats.items_dead_lettered == {"validation": 2} and not stats.clean
     with sqlite3.connect(tmp_path / "t.sqlite") as db:
         assert db.execute("SELECT type, key FROM items ORDER BY key").fetchall() == [("Product", "a"), ("Product", "b")]
     with (tmp_path / "t.csv").open() as handle:
@@ -260,11 +261,14 @@ async def test_failing_file_sink_dead_letters_every_item(demo_url: str, tmp_path
     full = tmp_path / "full.jsonl"
     full.symlink_to("/dev/full")  # every write fails with ENOSPC, as on a full disk
     stats = await crawl_shop(demo_url, [str(full), str(tmp_path / "ok.jsonl")])
-    assert stats.items_dropped_by_reason == {"pipeline error: OSError": 500} and stats.items_stored == 0
-    dead = read_jsonl("eclaw-dead-letter.jsonl")
+    assert stats.items_stored == 500 and stats.items_dropped == 0
+    assert stats.items_written == {str(tmp_path / "ok.jsonl"): 500}
+    assert stats.items_dead_lettered == {str(full): 500} and not stats.clean
+    dead = read_jsonl(record_file("shop", "dead-letter"))
     assert len(dead) == 500 and "No space left on device" in dead[0]["error"]
+    assert {(d["stage"], d["name"], d["spider"]) for d in dead} == {("output", str(full), "shop")}
     check_rows([d["item"] for d in dead])  # nothing lost: every item is in the dead-letter file
-    assert read_jsonl(tmp_path / "ok.jsonl") == []  # a failed item does not reach later outputs
+    check_rows(read_jsonl(tmp_path / "ok.jsonl"))  # ... and the other output has every item all the same
 
 
 class LockDuringCrawl:
@@ -292,8 +296,8 @@ async def test_locked_store_dead_letters_its_batches(demo_url: str, tmp_path: Pa
     path = tmp_path / "locked.sqlite"
     store = SqliteStore(path, item_key=("sku",), busy_timeout=0.05)
     stats = await crawl_shop(demo_url, [LockDuringCrawl(path), store])
-    assert stats.counters["items dead-lettered by locked.sqlite"] == 500
-    dead = read_jsonl("eclaw-dead-letter.jsonl")
+    assert stats.items_dead_lettered == {repr(store): 500} and stats.items_written[repr(store)] == 0
+    dead = read_jsonl(record_file("shop", "dead-letter"))
     assert len(dead) == 500 and "locked" in dead[0]["error"]
     check_rows([d["item"] for d in dead])
 
