@@ -30,6 +30,7 @@ class Checkpointing:
     stats: Stats
     scheduler: Scheduler
     pipelines: list[ItemPipeline]
+    outputs: dict[str, ItemPipeline]
     bus: EventBus
     _state: CrawlState | None
     _logs: dict[str, Any]
@@ -43,6 +44,11 @@ class Checkpointing:
     _enqueue: Callable[..., Awaitable[None]]
     _check_idle: Callable[[], None]
 
+    def _resumables(self) -> dict[str, Any]:
+        """Pipelines and outputs (by name) and the files of record: what a checkpoint may save."""
+        named = {f"pipeline {index}: {pipeline!r}": pipeline for index, pipeline in enumerate(self.pipelines)}
+        return named | {f"output {name}": output for name, output in self.outputs.items()} | self._logs
+
     async def _open_state(self) -> Saved:
         assert self._state is not None
         saved = await self._state.open(self._wakeup.set)
@@ -53,7 +59,7 @@ class Checkpointing:
             self.stats.finished_at = time.time()
             logger.info("crawl %r in %s had already finished: nothing to do", self.spider.name, self._state.directory)
         else:
-            restore_outputs(self.pipelines, self._logs, saved.outputs)
+            restore_outputs(self._resumables(), saved.outputs)
         return saved
 
     async def _resume(self, saved: Saved) -> None:
@@ -93,7 +99,7 @@ class Checkpointing:
             while True:
                 await self.bus.drain()
                 if self._busy == self._gated and not self._items:
-                    for pipeline in self.pipelines:
+                    for pipeline in self._resumables().values():
                         flush = getattr(pipeline, "flush", None)
                         if flush is not None:
                             await flush()
@@ -107,7 +113,7 @@ class Checkpointing:
                 status=status,
                 stats=self.stats.as_dict(),
                 start_done=self._start_exhausted,
-                outputs=save_outputs(self.pipelines, self._logs),
+                outputs=save_outputs(self._resumables()),
                 dupefilter=dump,
             )
         finally:

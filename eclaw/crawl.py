@@ -39,7 +39,8 @@ from eclaw.exceptions import (
     IgnoreRequest,
     RetryRequest,
 )
-from eclaw.failures import FailureLog, RetryQueue, attempts_of
+from eclaw.exporters import resolve_path
+from eclaw.failures import DropLog, FailureLog, RetryQueue, attempts_of
 from eclaw.http import Request, Response
 from eclaw.middleware import Middleware, chain
 from eclaw.observe import Observers, request_id
@@ -71,6 +72,7 @@ class Crawl(Callbacks):
         parser: Parser,
         middlewares: list[Middleware],
         pipelines: list[ItemPipeline],
+        outputs: dict[str, ItemPipeline],
         handlers: Callable[[type[Event]], tuple[Handler, ...]],
         runs: RunRecorder | None = None,
         state: CrawlState | None = None,
@@ -84,18 +86,22 @@ class Crawl(Callbacks):
         self.downloader = downloader
         self.parser = parser
         self.pipelines = pipelines
+        self.outputs = outputs
         self.middlewares = middlewares
-        self._components = Components(scheduler, downloader, middlewares, pipelines)
+        self._components = Components(scheduler, downloader, middlewares, [*pipelines, *outputs.values()])
         self._observers = Observers(settings, spider.name)
+        self.run_id = self._observers.run_id
         tracer = self._tracer = self._observers.tracer
         if tracer is not None:  # the trace sees the rarer events through the bus, the others directly
             subscribed = handlers
             handlers = lambda kind: (*subscribed(kind), *((tracer,) if kind.__name__ in tracer.BUS_EVENTS else ()))  # noqa: E731
         self._fetch = chain(middlewares, self._fetch_checked)
-        self._dead_letter = DeadLetter(settings.dead_letter)
-        self._failures = FailureLog(settings.failures)
+        files = {"spider": spider.name, "run_id": self.run_id}
+        self._dead_letter = DeadLetter(resolve_path(settings.dead_letter, spider.name, settings.run_key), **files)
+        self._failures = FailureLog(resolve_path(settings.failures, spider.name, settings.run_key), **files)
+        self._drops = DropLog(resolve_path(settings.drops, spider.name, settings.run_key), **files)
         self._retrying = RetryQueue(self._retry_due)
-        self._logs = {"failures": self._failures, "dead letter": self._dead_letter}
+        self._logs = {"failures": self._failures, "dead letter": self._dead_letter, "drops": self._drops}
         self._wakeup = asyncio.Event()
         stats = self.stats
 
@@ -135,9 +141,13 @@ class Crawl(Callbacks):
             },
             stats=stats,
             wake=self._wakeup.set,
+            crawl=self,
         )
         self._watched = self.bus.watched
-        self._items = PipelineRunner(pipelines, spider, self._dead_letter, self.bus.signal, self._items_finished)
+        self._items = PipelineRunner(
+            pipelines, outputs, spider, self._dead_letter, stats, self.bus.signal, self._items_finished
+        )
+        self._output_names = {id(output): name for name, output in outputs.items()}
         self._complete = getattr(scheduler, "done", None)  # a shared frontier: told when a request is finished
         self._completions: deque[tuple[int, Request]] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -180,6 +190,10 @@ class Crawl(Callbacks):
         """``seconds`` between two downloads from ``host`` (throttle; robots Crawl-delay as a ``floor``)."""
         self.scheduler.set_delay(host, seconds, floor=floor)
 
+    def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
+        """``output`` (one that buffers) could not write ``items`` it had accepted: dead-letter them for it."""
+        self._items.dead_letter(self._output_names.get(id(output), repr(output)), items, error)
+
     def _abort_downloads(self) -> None:
         for task in self._downloads:
             task.cancel()
@@ -189,9 +203,29 @@ class Crawl(Callbacks):
     async def run(self) -> Stats:
         self._observers.open(self.sample)
         try:
-            return await self._run()
+            stats = await self._run()
+            self._log_end()
+            return stats
         finally:
             self._observers.close(self.sample)
+
+    def _log_end(self) -> None:
+        """The crawl's last line (in its log file too): how it ended, and whether any item missed an output."""
+        stats = self.stats
+        missed = sum(stats.items_dead_lettered.values())
+        lost = f", {stats.items_lost} items lost" if stats.items_lost else ""
+        dead = f", {missed} items dead-lettered to {self._dead_letter.path}" if missed else ""
+        logger.log(
+            logging.INFO if stats.clean else logging.WARNING,
+            "crawl %r %s: %d requests, %d items in %.1fs%s%s",
+            self.spider.name,
+            stats.finish_reason,
+            stats.requests_generated,
+            stats.items_stored,
+            stats.elapsed,
+            dead,
+            lost,
+        )
 
     def sample(self) -> tuple[Stats, int, int]:
         """Stats, requests queued, downloads in flight: what progress displays and metrics show."""
@@ -201,6 +235,8 @@ class Crawl(Callbacks):
         saved = await self._open_state() if self._state is not None else None
         if saved is not None and saved.status == "finished":
             return self.stats
+        for log in self._logs.values():
+            log.open()
         try:
             if self._runs is not None:
                 await self._runs.start(self.spider, self.settings)
@@ -318,6 +354,8 @@ class Crawl(Callbacks):
                         state.accepted(request)
                 elif retry:
                     state.done(request)
+        if len(reasons) - reasons.count(None) - reasons.count("duplicate"):  # rare: not one in a page's links
+            self._list_drops(requests, reasons)
         if self._watched[RequestDropped]:
             for request, reason in zip(requests, reasons, strict=True):
                 if reason is not None:
@@ -326,6 +364,12 @@ class Crawl(Callbacks):
             self.stats.add_dropped_batch(reasons)
         if not self._stopping:
             await self._pump()
+
+    def _list_drops(self, requests: list[Request], reasons: list[str | None]) -> None:
+        """In-scope requests dropped by a policy go to the drops file (duplicates, offsite links: only counted)."""
+        for request, reason in zip(requests, reasons, strict=True):
+            if reason is not None and reason not in DropLog.UNLISTED:
+                self._drops.record(request, reason)
 
     def _assign(self, requests: Iterable[Request]) -> None:
         """Give new requests their id (logs, trace; the saved state's row)."""
@@ -340,6 +384,8 @@ class Crawl(Callbacks):
     def _drop(self, request: Request, reason: str) -> None:
         if self._tracer is not None:
             self._tracer.dropped(request, reason)
+        if reason not in DropLog.UNLISTED:
+            self._drops.record(request, reason)
         if self._watched[RequestDropped]:
             self.emit(RequestDropped(request=request, reason=reason))
         else:
@@ -462,8 +508,8 @@ class Crawl(Callbacks):
         if self._state is not None:
             await self._close_state()
         await self._components.close()
-        self._dead_letter.close()
-        self._failures.close()
+        for log in self._logs.values():
+            log.close()
         self.stats.finished_at = time.time()
         if self._runs is not None and self._runs.log.run_id is not None:
             try:

@@ -14,23 +14,36 @@ from eclaw.exceptions import HttpError
 from eclaw.http import Request
 from eclaw.urls import redact_url
 
-__all__ = ["FailureLog", "JsonLines", "RetryQueue", "attempts_of"]
+__all__ = ["DropLog", "FailureLog", "JsonLines", "RetryQueue", "attempts_of"]
 
 
 class JsonLines:
-    """An append-only JSONL file, opened on the first record; ``""`` writes nothing."""
+    """A JSON-lines file of record, opened on the first record; ``""`` writes nothing.
 
-    def __init__(self, path: str | Path) -> None:
+    Every line names the spider and the run (``"spider"``, ``"run"``: the run id the
+    log lines carry). A new run starts the file afresh (:meth:`open` removes what an
+    earlier run left); a resumed run (:meth:`restore`) goes on after its checkpoint.
+    """
+
+    def __init__(self, path: str | Path, *, spider: str = "", run_id: str = "") -> None:
         self.path = Path(path) if path else None
         self.count = 0
+        self._stamp = {"spider": spider, "run": run_id}
+        self._resumed = False
         self._file: IO[str] | None = None
+
+    def open(self) -> None:
+        """A crawl starts: unless it resumes a saved one, what an earlier run wrote here goes."""
+        if self.path is not None and not self._resumed and self.path.is_file():
+            self.path.unlink()
 
     def write(self, record: dict[str, Any]) -> None:
         if self.path is None:
             return
         if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("a", encoding="utf-8")
-        self._file.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        self._file.write(json.dumps(self._stamp | record, default=str, ensure_ascii=False) + "\n")
         self._file.flush()
         self.count += 1
 
@@ -49,6 +62,7 @@ class JsonLines:
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Cut the file back to a saved crawl's committed length (the lines after it are written again)."""
+        self._resumed = True
         if self.path is None or Path(saved["path"]) != self.path or self._file is not None:
             return
         if self.path.exists() and self.path.stat().st_size > saved["offset"]:
@@ -75,6 +89,25 @@ class FailureLog(JsonLines):
                 "attempts": attempts_of(request),
                 "last_status": status,
                 "error": redact_url(f"{type(error).__name__}: {error}") if error is not None else None,
+            }
+        )
+
+
+class DropLog(JsonLines):
+    """In-scope requests dropped by a policy (url too long, max depth, robots, offsite
+    redirect, a middleware's ``IgnoreRequest``): url, method, reason, depth, one per line.
+    Duplicates, off-site links and unsupported schemes are only counted."""
+
+    UNLISTED = frozenset({"duplicate", "offsite", "unsupported scheme"})
+
+    def record(self, request: Request, reason: str) -> None:
+        self.write(
+            {
+                "time": round(time.time(), 3),
+                "url": redact_url(request.url),
+                "method": request.method,
+                "reason": reason,
+                "depth": request.depth,
             }
         )
 

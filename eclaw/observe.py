@@ -56,6 +56,18 @@ class LogContext(logging.Filter):
         return True
 
 
+class OwnCrawl(logging.Filter):
+    """Lets through only the records of one crawl (its run id), so two crawls in one process that
+    each have a ``log_file`` keep separate files."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _crawl.get()[1] == self.run_id
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, spider, run_id, request_id (and the error)."""
 
@@ -276,6 +288,7 @@ class Observers:
                 self._handler = logging.FileHandler(self.settings.log_file, encoding="utf-8")
             except OSError as exc:
                 raise ConfigError(f"cannot write the log file {self.settings.log_file}: {exc.strerror}") from None
+            self._handler.addFilter(OwnCrawl(self.run_id))
             self._handler.addFilter(LogContext())
             self._handler.setFormatter(log_formatter(self.settings.log_format))
             logging.getLogger("eclaw").addHandler(self._handler)

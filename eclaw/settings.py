@@ -38,7 +38,7 @@ class Settings:
         max_response_size: bytes (after decompression) above which a body is refused.
         max_redirects: redirect hops followed before failing.
         max_depth: link depth limit; 0 means unlimited.
-        max_url_length: longer URLs are dropped.
+        max_url_length: longer URLs are dropped (and listed in ``drops``); servers take 8 KB.
         user_agent: the ``User-Agent`` of every request that does not set one;
             empty means the ``UserAgent`` middleware's realistic browser UA.
         cookies: keep a cookie jar per crawl.
@@ -48,7 +48,8 @@ class Settings:
         dupefilter_capacity: URLs the Bloom filter is sized for; it grows past it.
         dupefilter_error_rate: Bloom filter false-positive rate: the share of new URLs
             wrongly dropped as duplicates (one in a million by default).
-        dead_letter: JSONL file for items no pipeline could store.
+        dead_letter: JSONL file of items an output (or validation, or a pipeline) failed on
+            (``{spider}``, ``{run_key}`` filled in; each run starts it afresh, a resume goes on).
         store: the SQLite store (``{spider}``, ``{run_key}``, ``{date}`` filled in):
             items go there when no output is given (CLI, ``eclaw.run``), and every
             such crawl records a run row with its data-quality profile; empty is off.
@@ -60,7 +61,10 @@ class Settings:
         quality_count_ratio: warn when a type's item count moves more than this
             fraction from the previous run.
         failures: JSONL file of final request failures (url, reason, attempts,
-            last status); empty turns it off.
+            last status); empty turns it off. Like ``dead_letter`` and ``drops``, every line
+            names the spider and the run, and a new run (not a resume) starts it afresh.
+        drops: JSONL file of in-scope requests dropped by a policy (url too long, max depth,
+            robots, offsite redirect, a middleware's ``IgnoreRequest``); empty turns it off.
         retries: retries after a failed attempt (``Retry`` middleware); 0 turns retrying off.
         obey_robots: fetch and obey robots.txt (``Robots`` middleware).
         autothrottle: adapt each host's delay to its latency (``Throttle`` middleware).
@@ -94,7 +98,7 @@ class Settings:
     max_response_size: int = 10 * 1024 * 1024
     max_redirects: int = 10
     max_depth: int = 0
-    max_url_length: int = 2083
+    max_url_length: int = 8192
     user_agent: str = ""
     cookies: bool = True
     verify_tls: bool = True
@@ -102,14 +106,15 @@ class Settings:
     dupefilter: Literal["bloom", "set"] = "bloom"
     dupefilter_capacity: int = 1_000_000
     dupefilter_error_rate: float = 1e-6
-    dead_letter: str = "eclaw-dead-letter.jsonl"
+    dead_letter: str = "eclaw-data/{spider}/dead-letter.jsonl"
     store: str = "eclaw-data/{spider}.sqlite"
     run_key: str = "default"
     output_batch_items: int = 0
     output_batch_bytes: int = 0
     output_partition_by: str = ""
     quality_count_ratio: float = 0.3
-    failures: str = "eclaw-failures.jsonl"
+    failures: str = "eclaw-data/{spider}/failures.jsonl"
+    drops: str = "eclaw-data/{spider}/drops.jsonl"
     retries: int = 3
     obey_robots: bool = False
     autothrottle: bool = False

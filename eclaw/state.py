@@ -345,21 +345,20 @@ class CrawlState:
                 self._lock = None
 
 
-def _resumable(pipelines: Iterable[Any], logs: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-    for index, pipeline in enumerate(pipelines):
-        if hasattr(pipeline, "checkpoint") and hasattr(pipeline, "restore"):
-            yield f"output {index}: {pipeline!r}", pipeline
-    yield from logs.items()
+def _resumable(outputs: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+    for key, output in outputs.items():
+        if hasattr(output, "checkpoint") and hasattr(output, "restore"):
+            yield key, output
 
 
-def save_outputs(pipelines: Iterable[Any], logs: dict[str, Any]) -> dict[str, Any]:
+def save_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
     """Where every resumable output (exporters, store, failure and dead-letter files) stands."""
-    return {key: output.checkpoint() for key, output in _resumable(pipelines, logs)}
+    return {key: output.checkpoint() for key, output in _resumable(outputs)}
 
 
-def restore_outputs(pipelines: Iterable[Any], logs: dict[str, Any], saved: dict[str, Any]) -> None:
+def restore_outputs(outputs: dict[str, Any], saved: dict[str, Any]) -> None:
     """Hand each output its saved position, before it opens (it cuts itself back to it)."""
-    for key, output in _resumable(pipelines, logs):
+    for key, output in _resumable(outputs):
         info = saved.get(key)
         if info is not None:
             output.restore(info)

@@ -61,5 +61,10 @@ def read_csv(path: str | Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def record_file(spider: str, kind: str) -> Path:
+    """The default file of record (``failures``, ``dead-letter``, ``drops``) of a spider, under the working dir."""
+    return Path("eclaw-data") / spider / f"{kind}.jsonl"
+
+
 def read_bytes(path: str | Path) -> bytes:
     return Path(path).read_bytes()

@@ -16,7 +16,7 @@ from aiohttp import web
 from eclaw import ConfigError, Engine, Response, Settings, Spider
 from eclaw.middlewares import Proxy, Retry, UserAgent, defaults
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted, read_jsonl
+from tests.conftest import assert_accounted, read_jsonl, record_file
 from tests.proxies import free_port, self_signed, tinyproxy
 from tests.sites import FlakySite
 
@@ -53,7 +53,7 @@ async def test_crawl_through_a_real_proxy_with_credentials(tmp_path: Path, caplo
     assert stats.counters[f"proxy {address} ok"] == 5
     proxied = log.read_text()
     assert all(f"GET {base}/ok/{n} " in proxied for n in range(5))  # the proxy really carried them
-    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+    assert_no_secret(caplog, stats, record_file("pages", "failures"))
 
 
 async def test_https_target_through_the_proxy_tunnel(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -71,7 +71,7 @@ async def test_https_target_through_the_proxy_tunnel(tmp_path: Path, caplog: pyt
         await runner.cleanup()
     assert len(items) == 2 and stats.counters[f"proxy {address} ok"] == 2
     assert f"CONNECT 127.0.0.1:{port}" in log.read_text()  # tunnelled, authenticated with the credentials
-    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+    assert_no_secret(caplog, stats, record_file("pages", "failures"))
 
 
 async def test_407_benches_the_proxy_and_wrong_credentials_stay_secret(
@@ -84,13 +84,13 @@ async def test_407_benches_the_proxy_and_wrong_credentials_stay_secret(
         assert items == [] and stats.failed_by_reason == {"proxy error": 1}
         assert stats.counters[f"proxy {address} banned"] == 4  # 407 on each of the 4 attempts
         assert stats.counters[f"proxy {address} benched"] == 1  # 3 in a row
-        (record,) = read_jsonl("eclaw-failures.jsonl")
+        (record,) = read_jsonl(record_file("pages", "failures"))
         assert record["reason"] == "proxy error" and record["attempts"] == 4 and "407" in record["error"]
         # tinyproxy answers wrong credentials with 401 (not 407): ban it like any other status
         wrong = Proxy([f"http://alice:{SECRET}@{address}"], ban_statuses=(401,), cooldown=0.05)
         items, stats = await crawl(wrong, base, ["/ok/b"])
     assert items == [] and stats.counters[f"proxy {address} banned"] == 4
-    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+    assert_no_secret(caplog, stats, record_file("pages", "failures"))
 
 
 async def test_dead_proxy_is_benched_and_the_live_one_takes_over(
@@ -106,7 +106,7 @@ async def test_dead_proxy_is_benched_and_the_live_one_takes_over(
     assert stats.counters[f"proxy {dead} benched"] == 1 and stats.counters[f"proxy {dead} failed"] == 2
     assert stats.counters[f"proxy {address} ok"] == 12
     assert stats.retries == 2  # the two requests that met the dead proxy went again
-    assert_no_secret(caplog, stats, "eclaw-failures.jsonl")
+    assert_no_secret(caplog, stats, record_file("pages", "failures"))
 
 
 async def test_all_proxies_benched_can_stop_the_crawl(tmp_path: Path) -> None:

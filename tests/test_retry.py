@@ -13,7 +13,7 @@ from eclaw.events import RequestFailed
 from eclaw.middlewares import Retry, UserAgent
 from eclaw.middlewares.retry import retry_after
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted, gaps, read_jsonl, recorder
+from tests.conftest import assert_accounted, gaps, read_jsonl, record_file, recorder
 from tests.sites import FlakySite
 
 
@@ -52,7 +52,7 @@ async def test_503_twice_then_200_with_exponential_backoff() -> None:
     waits = gaps(site.hits["a"])
     assert waits[0] >= 0.19 and waits[1] >= 0.39  # base 0.2, doubled
     assert stats.retries == 2 and stats.requests_parsed == 1 and stats.requests_failed == 0
-    assert read_jsonl("eclaw-failures.jsonl") == []
+    assert read_jsonl(record_file("pages", "failures")) == []
 
 
 async def test_429_retry_after_seconds_date_and_cap() -> None:
@@ -77,7 +77,7 @@ async def test_permanent_404_fails_once_and_is_recorded() -> None:
     site, items, _, failures = await crawl(["/fail/gone?times=99&status=404"])
     assert items == [] and len(site.hits["gone"]) == 1
     assert [(f.attempt, f.final, f.reason) for f in failures] == [(1, True, "http 404")]
-    (record,) = read_jsonl("eclaw-failures.jsonl")
+    (record,) = read_jsonl(record_file("pages", "failures"))
     assert record["url"].endswith("/fail/gone?times=99&status=404")
     assert (record["reason"], record["attempts"], record["last_status"]) == ("http 404", 1, 404)
 
@@ -87,7 +87,7 @@ async def test_gives_up_after_max_retries_and_records_the_last_attempt() -> None
     assert len(site.hits["down"]) == 3
     assert [(f.attempt, f.final) for f in failures] == [(1, False), (2, False), (3, True)]
     assert stats.failed_by_reason == {"http 503": 1} and stats.retries == 2
-    (record,) = read_jsonl("eclaw-failures.jsonl")
+    (record,) = read_jsonl(record_file("pages", "failures"))
     assert (record["attempts"], record["last_status"], record["reason"]) == (3, 503, "http 503")
 
 

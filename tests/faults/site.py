@@ -15,7 +15,8 @@ from aiohttp import web
 
 from tests.sites import cut_short
 
-LONG = "/long/" + "x" * 2100  # over max_url_length (2083)
+LONG = "/long/" + "x" * 9000  # over max_url_length (8192): dropped, and listed in the drops file
+TRACKED = "/long/" + "utm-" * 1500  # a 6,006-character product URL, as real sites link: fetched
 MANY = 3000  # links on /many
 
 # Encoded pages: (path, charset used, how it is declared, title text)
@@ -71,6 +72,7 @@ class FaultSite:
             "data:text/html,<h1>x</h1>",
             "file:///etc/passwd",
             LONG,
+            TRACKED,
             "/same?a=1&b=2",
             "/same?b=2&a=1#top",
             "/same?a=1&b=2#reviews",

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from eclaw import Engine, Request, Response, Spider
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted, read_jsonl
+from tests.conftest import assert_accounted, read_jsonl, record_file
 from tests.test_cli import SPIDER, eclaw, write
 
 NOT_CALLABLE = """
@@ -113,7 +113,7 @@ async def test_credentials_in_urls_and_headers_stay_out_of_logs_and_files(caplog
     async with serve(app) as base:
         _, stats = await collect(Private, engine=Engine(), base=base)
     assert stats.failed_by_reason == {"http 404": 2, "bad request": 1}
-    records = read_jsonl("eclaw-failures.jsonl")
+    records = read_jsonl(record_file("private", "failures"))
     assert len(records) == 3 and sum("bob:***@" in r["url"] for r in records) == 2
     assert "Traceback" not in caplog.text
     for text in (caplog.text, str(records), stats.summary()):

@@ -11,8 +11,8 @@ from eclaw import Engine, Response, Settings, Spider
 from eclaw.events import RequestFailed, ResponseDownloaded
 from eclaw.middlewares import Retry, UserAgent
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted, read_jsonl, recorder
-from tests.faults.site import ENCODED, LONG, MANY, FaultSite
+from tests.conftest import assert_accounted, read_jsonl, record_file, recorder
+from tests.faults.site import ENCODED, LONG, MANY, TRACKED, FaultSite
 
 
 class FaultSpider(Spider):
@@ -68,7 +68,7 @@ async def test_every_fault_has_its_promised_outcome() -> None:
 
     # -- summary promises -------------------------------------------------------------
     assert_accounted(stats)
-    parsed, failed = 3017, 9
+    parsed, failed = 3018, 9
     dropped = {"unsupported scheme": 4, "url too long": 1, "duplicate": 2 + MANY, "offsite": 1, "offsite redirect": 1}
     assert (stats.requests_parsed, stats.requests_failed, dict(stats.dropped_by_reason)) == (parsed, failed, dropped)
     assert stats.requests_generated == parsed + failed + sum(dropped.values())
@@ -76,6 +76,13 @@ async def test_every_fault_has_its_promised_outcome() -> None:
     attempts = {"/flaky/2": 2, "/flaky/3": 3, "/limited": 2, "/slow-first": 2, "/reset-mid-body": 4, "/short-body": 4}
     assert {path: n for path, n in site.hits.items() if n != 1} == attempts  # no duplicate fetch anywhere
     assert LONG not in site.hits and not any(p.startswith("/never") for p in site.hits)  # nothing forbidden fetched
+    assert site.hits[TRACKED] == 1  # a long tracking URL is fetched like any other
+    drops = read_jsonl(record_file("faults", "drops"))  # in-scope pages dropped by a policy are named, not just counted
+    assert [(d["url"][-9000:], d["reason"], d["spider"]) for d in drops] == [
+        ("x" * 9000, "url too long", "faults"),
+        (drops[1]["url"], "offsite redirect", "faults"),
+    ]
+    assert drops[1]["url"].endswith("/redirect/offsite")
 
     # -- per fault ----------------------------------------------------------------------
     final = {urlsplit(f.request.url).path: (f.reason, f.attempt) for f in failures if f.final}
@@ -101,10 +108,10 @@ async def test_every_fault_has_its_promised_outcome() -> None:
     assert by_path["/file.pdf"]["binary"] == "application/pdf" and by_path["/image.png"]["binary"] == "image/png"
     assert sum(1 for p in by_path if p.startswith("/many/")) == MANY
     assert "/raise/handler" in by_path and stats.handler_errors == 1
-    (dead,) = read_jsonl("eclaw-dead-letter.jsonl")
+    (dead,) = read_jsonl(record_file("faults", "dead-letter"))
     assert dead["item"]["path"] == "/raise/pipeline" and "a pipeline bug" in dead["error"]
     assert stats.items_dropped_by_reason == {"pipeline error: ValueError": 1}
-    failed_urls = [r["url"] for r in read_jsonl("eclaw-failures.jsonl")]
+    failed_urls = [r["url"] for r in read_jsonl(record_file("faults", "failures"))]
     assert len(failed_urls) == failed  # every final failure recorded for a later look
 
 
