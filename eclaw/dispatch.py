@@ -37,7 +37,9 @@ class EventBus:
         accounting: dict[type[Event], Accounting],
         stats: Stats,
         wake: Callable[[], None],
+        crawl: Any = None,
     ) -> None:
+        self._crawl = crawl
         self._subscribers = subscribers
         self._owners = owners
         self._accounting = accounting
@@ -53,7 +55,9 @@ class EventBus:
         return len(self._queue)
 
     def emit(self, event: Event) -> None:
-        """Queue ``event`` for dispatch."""
+        """Queue ``event`` for dispatch (it is given its ``crawl``)."""
+        if event.crawl is None:
+            object.__setattr__(event, "crawl", self._crawl)  # frozen for handlers; set once, here
         self._queue.append(event)
         self.emitted += 1
         self._wake()
@@ -85,6 +89,8 @@ class EventBus:
 
     async def notify(self, event: Event) -> None:
         """Run the subscribers of ``event`` at once, outside the queue (for the last event)."""
+        if event.crawl is None:
+            object.__setattr__(event, "crawl", self._crawl)
         for handler in self._subscribers(type(event)):
             try:
                 await handler(event)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy as copy_module
 import inspect
 import itertools
 import logging
@@ -17,15 +18,15 @@ from eclaw.events import Event
 from eclaw.exceptions import ConfigError
 from eclaw.exporters import exporter_for, resolve_path
 from eclaw.middleware import Middleware
-from eclaw.middlewares import defaults
+from eclaw.middlewares import Defaults, defaults
 from eclaw.parquet import ParquetExporter
 from eclaw.parser import CallbackParser, Parser
-from eclaw.pipeline import as_pipeline
+from eclaw.pipeline import ItemPipeline, as_pipeline
 from eclaw.quality import RunRecorder
 from eclaw.redisfrontier import RedisScheduler
 from eclaw.scheduler import DefaultScheduler, Scheduler
 from eclaw.settings import Settings
-from eclaw.spider import Spider
+from eclaw.spider import Spider, make_spider
 from eclaw.state import CrawlState
 from eclaw.stats import Stats
 from eclaw.store import RunLog
@@ -90,13 +91,17 @@ class Engine:
         for middleware in self._middlewares or ():
             if not callable(middleware):
                 raise ConfigError(f"middleware {middleware!r} is not callable (expected mw(request, call_next))")
-        self._pipelines = [as_pipeline(p) for p in pipelines]
+        self._pipelines = [p if isinstance(p, type) else as_pipeline(p) for p in pipelines]
         self._outputs = list(outputs)
         self._store = store
         effective = self.settings.replace(self._overrides)
+        names = set()
         for output in self._outputs:
             if isinstance(output, str | Path):
-                exporter_for(output, **_output_options(effective))  # fail now on a bad path or format
+                exporter_for(output, **_output_options(effective))  # fail now on a bad format or option
+                if str(output) in names:
+                    raise ConfigError(f"output {output} is given twice")
+                names.add(str(output))
         self._make_scheduler = scheduler
         self._make_downloader = downloader
         self._parser = parser if parser is not None else CallbackParser()
@@ -169,67 +174,64 @@ class Engine:
 
     def prepare(self, spider: SpiderArg, **spider_args: Any) -> Crawl:
         """Build (but do not start) a crawl of ``spider``; validates everything first."""
+        return self._prepare(spider, spider_args, {})
+
+    def _prepare(self, spider: SpiderArg, spider_args: dict[str, Any], extra: dict[str, ItemPipeline]) -> Crawl:
         self._frozen = True
-        if isinstance(spider, type) and issubclass(spider, Spider):
-            instance = spider(**spider_args)
-        elif isinstance(spider, Spider):
-            if spider_args:
-                raise TypeError("spider arguments need a Spider class, not an instance")
-            instance = spider
-        else:
-            raise ConfigError(f"not a Spider subclass: {spider!r}")
+        instance = _instantiate(spider, spider_args)
         try:
             settings = self.settings.replace(instance.custom_settings).replace(self._overrides)
         except ConfigError as exc:
             raise ConfigError(f"spider {instance.name!r}: {exc}") from None
-        pipelines = [as_pipeline(p) for p in instance.pipelines] + self._pipelines
-        options = _output_options(settings)
-        pipelines += [
-            exporter_for(o, **options) if isinstance(o, str | Path) else as_pipeline(o) for o in self._outputs
-        ]
         if settings.scheduler_url and self._make_scheduler is DefaultScheduler:
             scheduler: Scheduler = RedisScheduler(settings.scheduler_url)
         else:
             scheduler = self._make_scheduler()
+        outputs = self._outputs_for(instance, settings) | extra
         if isinstance(scheduler, RedisScheduler):  # a Redis frontier: items and stats go to Redis too
             if settings.state_dir:
                 raise ConfigError("state_dir and scheduler_url do not mix: a Redis crawl keeps its state in Redis")
-            pipelines.append(ClusterSink(scheduler))
-        state = None
-        if settings.state_dir:
-            resolved = str(resolve_path(settings.state_dir, instance.name, settings.run_key))
-            for pipeline in pipelines:
-                if isinstance(pipeline, ParquetExporter):
-                    raise ConfigError(
-                        f"{pipeline!r}: Parquet files cannot be resumed; with --state write .jsonl, .csv or"
-                        " .sqlite (and convert once the crawl is done)"
-                    )
-            state = CrawlState(
-                resolved,
-                instance,
-                interval=settings.checkpoint_interval,
-                max_new=settings.checkpoint_requests,
-            )
+            outputs["redis"] = ClusterSink(scheduler)
+        pipelines = [as_pipeline(p) for p in per_crawl(instance.pipelines, "pipeline")]
         return Crawl(
             instance,
             settings,
             scheduler=scheduler,
             downloader=self._make_downloader(),
             parser=self._parser,
-            middlewares=[*self._middlewares_for(settings), *instance.middlewares],
-            pipelines=pipelines,
+            middlewares=[*self._middlewares_for(settings), *per_crawl(instance.middlewares, "middleware")],
+            pipelines=pipelines + [as_pipeline(p) for p in per_crawl(self._pipelines, "pipeline", copy=False)],
+            outputs=outputs,
             handlers=self._handlers_for,
             runs=RunRecorder(RunLog(self._store)) if self._store else None,
-            state=state,
+            state=_state_for(instance, settings, outputs),
         )
 
+    def _outputs_for(self, spider: Spider, settings: Settings) -> dict[str, ItemPipeline]:
+        """This crawl's outputs by name: a fresh exporter per path (checked writable), the objects given."""
+        options = _output_options(settings)
+        outputs: dict[str, ItemPipeline] = {}
+        for output in self._outputs:
+            if isinstance(output, str | Path):
+                name = str(resolve_path(output, spider.name, settings.run_key))
+                outputs[name] = exporter_for(output, spider.name, **options)
+            else:
+                outputs[repr(output)] = as_pipeline(output)
+        return outputs
+
     def _middlewares_for(self, settings: Settings) -> list[Middleware]:
-        if self._middlewares is not None:
-            return self._middlewares
-        try:
-            chain: list[Middleware] = defaults(settings)  # fresh per crawl: proxy health, robots rules...
-        except (ConfigError, OSError, ValueError) as exc:
-            raise ConfigError(f"middleware settings: {exc}") from None
+        """The engine's middlewares for a crawl with ``settings``: ``defaults()`` in the list (or no list)
+        stands for the defaults those settings give, made fresh for the crawl; a class is instantiated."""
+        given = self._middlewares if self._middlewares is not None else [Defaults()]
+        chain: list[Middleware] = []
+        for middleware in given:
+            if not isinstance(middleware, Defaults):
+                chain += per_crawl([middleware], "middleware", copy=False)
+                continue
+            try:
+                chain += defaults(settings)  # fresh per crawl: proxy health, robots rules...
+            except (ConfigError, OSError, ValueError) as exc:
+                raise ConfigError(f"middleware settings: {exc}") from None
         return chain
 
     async def crawl(self, spider: SpiderArg, **spider_args: Any) -> Stats:
@@ -247,14 +249,6 @@ class Engine:
             stats = await crawl.run()
         finally:
             self._crawls.discard(crawl)
-        logger.info(
-            "crawl %r %s: %d requests, %d items in %.1fs",
-            crawl.spider.name,
-            stats.finish_reason,
-            stats.requests_generated,
-            stats.items_stored,
-            stats.elapsed,
-        )
         return stats
 
     def items(self, spider: SpiderArg, *, buffer: int = 100, **spider_args: Any) -> ItemStream:
@@ -273,8 +267,54 @@ def _output_options(settings: Settings) -> dict[str, Any]:
         "batch_items": settings.output_batch_items,
         "batch_bytes": settings.output_batch_bytes,
         "partition_by": tuple(f.strip() for f in settings.output_partition_by.split(",") if f.strip()),
-        "dead_letter": settings.dead_letter,
     }
+
+
+def _instantiate(spider: SpiderArg, args: dict[str, Any]) -> Spider:
+    if isinstance(spider, type) and issubclass(spider, Spider):
+        return make_spider(spider, args)
+    if isinstance(spider, Spider):
+        if args:
+            raise TypeError("spider arguments need a Spider class, not an instance")
+        return spider
+    raise ConfigError(f"not a Spider subclass: {spider!r}")
+
+
+def _state_for(spider: Spider, settings: Settings, outputs: dict[str, ItemPipeline]) -> CrawlState | None:
+    if not settings.state_dir:
+        return None
+    for output in outputs.values():
+        if isinstance(output, ParquetExporter):
+            raise ConfigError(
+                f"{output!r}: Parquet files cannot be resumed; with --state write .jsonl, .csv or"
+                " .sqlite (and convert once the crawl is done)"
+            )
+    return CrawlState(
+        resolve_path(settings.state_dir, spider.name, settings.run_key),
+        spider,
+        interval=settings.checkpoint_interval,
+        max_new=settings.checkpoint_requests,
+    )
+
+
+def per_crawl(objects: Iterable[Any], kind: str, *, copy: bool = True) -> list[Any]:
+    """Each crawl's own middlewares or pipelines: a class is instantiated; an object is deep-copied
+    when ``copy`` (a spider's lists are class attributes, shared by every crawl of the spider)."""
+    own = []
+    for obj in objects:
+        if isinstance(obj, type):
+            own.append(obj())
+        elif not copy or inspect.isfunction(obj) or inspect.ismethod(obj):
+            own.append(obj)
+        else:
+            try:
+                own.append(copy_module.deepcopy(obj))
+            except Exception as exc:
+                raise ConfigError(
+                    f"{kind} {obj!r} cannot be copied for each crawl ({type(exc).__name__}: {exc}):"
+                    " list its class instead (one instance per crawl)"
+                ) from None
+    return own
 
 
 class ItemStream:
@@ -283,8 +323,7 @@ class ItemStream:
     def __init__(self, engine: Engine, spider: SpiderArg, buffer: int, spider_args: dict[str, Any]) -> None:
         self._engine = engine
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=max(1, buffer))
-        self._crawl = engine.prepare(spider, **spider_args)
-        self._crawl.pipelines.append(_QueueSink(self._queue))
+        self._crawl = engine._prepare(spider, spider_args, {"stream": _QueueSink(self._queue)})
         self.stats: Stats | None = None
 
     def __aiter__(self) -> AsyncIterator[Any]:

@@ -24,11 +24,12 @@ EngineIdle          engine, when nothing is queued or running handlers may add r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from eclaw.http import Request, Response
+    from eclaw.middleware import CrawlContext
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 
@@ -53,7 +54,14 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
-    """Base of all events."""
+    """Base of all events.
+
+    ``crawl`` is the crawl the event comes from (its ``spider``, ``settings``,
+    ``stats`` and ``run_id``), set by the crawl that dispatches it: a handler of an
+    engine running several crawls tells them apart by it.
+    """
+
+    crawl: CrawlContext | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -11,14 +12,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from eclaw.exceptions import ConfigError, SpiderLoadError
+from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
     from eclaw.middleware import Middleware
     from eclaw.pipeline import ItemPipeline
 
-__all__ = ["Spider", "load_spider", "load_spiders"]
+__all__ = ["Spider", "load_spider", "load_spiders", "make_spider"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ class Spider:
         required_fields: fields every dict item should have (checked at close).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
-    attributes, so a spider can take its start URL as an argument.
+    attributes, so a spider can take its start URL as an argument. A string given
+    for a list attribute (``-a start_urls=https://a.example/,https://b.example/``)
+    is split on commas, or read as JSON when it starts with ``[``.
     """
 
     name: ClassVar[str] = ""
@@ -56,7 +59,8 @@ class Spider:
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
-            setattr(self, key, value)
+            listed = isinstance(getattr(type(self), key, None), list | tuple)
+            setattr(self, key, _as_list(key, value) if listed else value)
         self.logger = logging.getLogger(f"eclaw.spider.{self.name or type(self).__name__}")
         self._validate()
 
@@ -79,7 +83,7 @@ class Spider:
             domains.append(host.rsplit(":", 1)[0] if host.count(":") == 1 else host)
         self.allowed_domains = domains
         for url in self.start_urls:
-            Request(url)  # raises InvalidURL naming a malformed start URL
+            check_start_url(Request(url).url)  # raises InvalidURL naming a malformed start URL
         if not isinstance(self.custom_settings, Mapping):
             raise ConfigError(f"spider {self.name!r}: custom_settings must be a dict")
 
@@ -91,6 +95,47 @@ class Spider:
     def parse(self, response: Response) -> Any:
         """Default callback. Override it (or give requests a ``callback``)."""
         raise ConfigError(f"spider {self.name!r} does not define parse(); got {response.url}")
+
+
+def check_start_url(url: str) -> None:
+    """A start URL must be one eclaw fetches: http(s) (a ``htp://`` typo would crawl nothing)."""
+    if not url.startswith(("http://", "https://")):
+        scheme = url.partition(":")[0]
+        raise InvalidURL(f"start URL {url!r} has scheme {scheme!r}: eclaw crawls http:// and https:// URLs")
+
+
+def _as_list(name: str, value: Any) -> Any:
+    """A list attribute given as a string (``-a start_urls=a,b``): its items."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"spider argument {name}: not a JSON list ({exc.msg})") from None
+    else:
+        items = [part.strip() for part in text.split(",") if part.strip()]
+    if name == "handle_httpstatus_list":
+        try:
+            return [int(item) for item in items]
+        except ValueError:
+            raise ConfigError(f"spider argument {name}: expected status codes, got {value!r}") from None
+    return items
+
+
+def make_spider(cls: type[Spider], args: Mapping[str, Any]) -> Spider:
+    """``cls(**args)``; an error in the spider's own ``__init__`` is a one-line :class:`SpiderLoadError`."""
+    try:
+        return cls(**args)
+    except EclawError:
+        raise
+    except Exception as exc:
+        where = ""
+        source = inspect.getsourcefile(cls)
+        if source is not None:
+            where = f" ({Path(source).name}{_error_line(exc, Path(source))})"
+        raise SpiderLoadError(f"spider {cls.__name__}{where}: __init__ failed: {type(exc).__name__}: {exc}") from exc
 
 
 def load_spiders(path: str | Path) -> list[type[Spider]]:

@@ -3,12 +3,16 @@
 Each is configured through its constructor and placed in a list; list
 position is the order (first = outermost)::
 
-    Engine(middlewares=[*defaults(settings), MyMiddleware()])
+    Engine(middlewares=[*defaults(), MyMiddleware()])
+
+``defaults()`` in an engine's list stands for the defaults of each crawl's own
+settings (the spider's ``custom_settings`` and ``-s`` included).
 """
 
 from __future__ import annotations
 
-from eclaw.middleware import Middleware
+from eclaw.http import Request, Response
+from eclaw.middleware import Fetch, Middleware
 from eclaw.middlewares.default_headers import DefaultHeaders
 from eclaw.middlewares.http_cache import HttpCache
 from eclaw.middlewares.proxy import Proxy
@@ -18,7 +22,29 @@ from eclaw.middlewares.throttle import Throttle
 from eclaw.middlewares.user_agent import BROWSERS, UserAgent
 from eclaw.settings import Settings
 
-__all__ = ["BROWSERS", "DefaultHeaders", "HttpCache", "Proxy", "Retry", "Robots", "Throttle", "UserAgent", "defaults"]
+__all__ = [
+    "BROWSERS",
+    "DefaultHeaders",
+    "Defaults",
+    "HttpCache",
+    "Proxy",
+    "Retry",
+    "Robots",
+    "Throttle",
+    "UserAgent",
+    "defaults",
+]
+
+
+class Defaults:
+    """Holds the place of the default middlewares in an :class:`~eclaw.Engine`'s list:
+    each crawl puts there the defaults of its own settings."""
+
+    def __repr__(self) -> str:
+        return "defaults()"
+
+    async def __call__(self, request: Request, call_next: Fetch) -> Response:
+        raise RuntimeError("defaults() is a placeholder for an Engine's list; use defaults(settings) elsewhere")
 
 
 def defaults(settings: Settings | None = None) -> list[Middleware]:
@@ -27,8 +53,12 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
     ``Retry`` (unless ``retries=0``), ``Robots`` (if ``obey_robots``),
     ``HttpCache`` (if ``http_cache``), ``Throttle`` (if ``autothrottle``),
     ``UserAgent``, ``Proxy`` (if ``proxies``).
+
+    Without ``settings``: ``[Defaults()]``, the place-holder an engine fills per
+    crawl from that crawl's settings (``Engine(middlewares=[*defaults(), mine])``).
     """
-    settings = settings if settings is not None else Settings()
+    if settings is None:
+        return [Defaults()]
     chain: list[Middleware] = []
     if settings.retries:
         chain.append(Retry(settings.retries))

@@ -97,11 +97,16 @@ def write(tmp_path: Path, name: str, source: str) -> str:
 
 
 SPIDER = """
-from eclaw import Spider
+from eclaw import Request, Spider
 class A(Spider):
     name = "a"
     start_urls = ["http://127.0.0.1:9/"]
 """
+
+
+START_REQUESTS_TYPO = """start_urls = []
+    async def start_requests(self):
+        yield Request("htps://127.0.0.1:9/")"""
 
 
 @pytest.mark.parametrize(
@@ -145,6 +150,33 @@ class A(Spider):
         ),
         ({"n.py": SPIDER.replace('name = "a"', "pass")}, ["crawl", "{tmp}/n.py"], "spider A has no name"),
         ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "--log-level", "LOUD"], "bad log level 'LOUD'"),
+        (
+            {"h.py": SPIDER.replace("http://127.0.0.1:9/", "htp://127.0.0.1:9/")},
+            ["crawl", "{tmp}/h.py"],
+            "start URL 'htp://127.0.0.1:9/' has scheme 'htp': eclaw crawls http:// and https:// URLs",
+        ),
+        (
+            {"y.py": SPIDER.replace('start_urls = ["http://127.0.0.1:9/"]', START_REQUESTS_TYPO)},
+            ["crawl", "{tmp}/y.py", "--log-level", "WARNING"],  # found once crawling: the error is one line
+            "start URL 'htps://127.0.0.1:9/' has scheme 'htps'",
+        ),
+        (
+            {"i.py": SPIDER + "    def __init__(self, **kw):\n        super().__init__(**kw)\n        1 / 0\n"},
+            ["crawl", "{tmp}/i.py"],
+            "spider A (i.py line 8): __init__ failed: ZeroDivisionError: division by zero",
+        ),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-a", "start_urls=[1,"], "spider argument start_urls: not a JSON"),
+        (
+            {"s.py": SPIDER},
+            ["crawl", "{tmp}/s.py", "-o", "{tmp}/out/{{spider}}-%(batch)05d.jsonl", "-s", "output_batch_items=5"],
+            "output directory does not exist: {tmp}/out (for {tmp}/out/a-00001.jsonl)",
+        ),
+        ({"s.py": SPIDER}, ["crawl", "{tmp}/s.py", "-o", "{tmp}/x.jsonl", "-o", "{tmp}/x.jsonl"], "given twice"),
+        (
+            {"t.jsonl": '{"t":0,"event":"SpiderOpened"}\n'},
+            ["report", "{tmp}/t.jsonl", "-o", "{tmp}/no/r.html"],
+            ("cannot write the report {tmp}/no/r.html: No such file or directory"),
+        ),
     ],
 )
 async def test_bad_input_is_one_line_and_exit_2(

@@ -143,7 +143,7 @@ def test_live_progress_on_a_terminal(tmp_path: Path) -> None:
     spider = tmp_path / "slow.py"
     spider.write_text(
         "import asyncio\nfrom eclaw import Spider\n"
-        "class Slow(Spider):\n    name = 'slow'\n    start_urls = ['data:,x']\n"
+        "class Slow(Spider):\n    name = 'slow'\n    start_urls = []\n"
         "    async def start_requests(self):\n        await asyncio.sleep(1.5)\n        return\n        yield\n"
     )
     for quiet, expected in ((False, True), (True, False)):

@@ -43,6 +43,7 @@ def test_namespaces() -> None:
     assert eclaw.middlewares.__all__ == [
         "BROWSERS",
         "DefaultHeaders",
+        "Defaults",
         "HttpCache",
         "Proxy",
         "Retry",
