@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import ssl
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import urljoin
 
@@ -28,6 +29,8 @@ from eclaw.exceptions import (
     ProxyError,
     RedirectLoop,
     ResponseTooLarge,
+    TLSCertificateError,
+    TLSError,
     TooManyRedirects,
     TruncatedResponse,
     UnsupportedRedirect,
@@ -168,6 +171,8 @@ class HttpDownloader:
             raise TruncatedResponse(f"bad or truncated body from {url}: {_short(exc)}") from exc
         except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
             raise ProxyError(f"proxy {_redacted(proxy)} failed for {url}: {_short(exc)}") from exc
+        except aiohttp.ClientSSLError as exc:
+            raise _tls_error(url, exc) from exc
         except aiohttp.ClientOSError as exc:
             if isinstance(exc, aiohttp.ClientConnectorError):
                 raise ConnectError(f"cannot connect to {url}: {_short(exc)}") from exc
@@ -195,6 +200,21 @@ class HttpDownloader:
             chunks.append(chunk)
         self.bytes_received += size
         return b"".join(chunks)
+
+
+def _tls_error(url: str, exc: aiohttp.ClientSSLError) -> DownloadError:
+    """A failed TLS handshake: a certificate that does not verify or a protocol mismatch fails at
+    once, with its own reason; a connection cut mid-handshake is a connect error (retried)."""
+    cause = exc.os_error
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        detail = (cause.verify_message or cause.reason or _short(cause)).splitlines()[0].rstrip(".")
+        reason = "tls: certificate verify failed: " + detail.partition(",")[0]  # no host name: one reason per kind
+        hint = "to crawl it anyway, turn the check off with -s verify_tls=false"
+        return TLSCertificateError(f"TLS certificate of {url} does not verify: {detail} ({hint})", reason=reason)
+    if not isinstance(cause, ssl.SSLError) or isinstance(cause, ssl.SSLEOFError | ssl.SSLSyscallError):
+        return ConnectError(f"cannot connect to {url}: {_short(exc)}")
+    what = (cause.reason or "handshake failed").lower().replace("_", " ")
+    return TLSError(f"TLS handshake with {url} failed: {what}", reason=f"tls: {what}")
 
 
 def _proxy(request: Request) -> tuple[str | None, dict[str, str] | None]:

@@ -11,6 +11,8 @@ Errors::
         ├── ConnectError (ConnectionError)
         │   ├── ConnectionLost          the peer reset or closed mid-response
         │   └── ProxyError              the proxy refused, failed or banned the request
+        ├── TLSError (ConnectionError)  the TLS handshake failed (wrong version...): not retried
+        │   └── TLSCertificateError     the certificate does not verify (``verify_tls=False`` skips the check)
         ├── DownloadTimeout (TimeoutError)
         ├── TruncatedResponse           body shorter than announced / bad encoding
         ├── ResponseTooLarge            refused past ``max_response_size``
@@ -61,6 +63,8 @@ __all__ = [
     "ResponseTooLarge",
     "RetryRequest",
     "SpiderLoadError",
+    "TLSCertificateError",
+    "TLSError",
     "TooManyRedirects",
     "TruncatedResponse",
     "UnsupportedRedirect",
@@ -102,7 +106,7 @@ class DownloadError(EclawError):
 
 
 class ConnectError(DownloadError, ConnectionError):
-    """The connection could not be made (DNS, refused, TLS, proxy)."""
+    """The connection could not be made (DNS, refused, reset, proxy); worth another try."""
 
     reason = "connect error"
 
@@ -117,6 +121,27 @@ class ProxyError(ConnectError):
     """The proxy could not be reached, refused the request (407) or looks banned."""
 
     reason = "proxy error"
+
+
+class TLSError(DownloadError, ConnectionError):
+    """The TLS handshake failed for a reason the next attempt would meet again (a protocol or
+    version mismatch): not a :class:`ConnectError`, so ``Retry`` does not retry it. ``reason``
+    names it, e.g. ``tls: wrong version number``."""
+
+    reason = "tls error"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+
+
+class TLSCertificateError(TLSError):
+    """The server's certificate does not verify (self-signed, expired, unknown issuer, another
+    host's); ``reason`` says why, e.g. ``tls: certificate verify failed: self-signed certificate``.
+    ``verify_tls=False`` turns the check off."""
+
+    reason = "tls: certificate verify failed"
 
 
 class BadRequest(DownloadError):

@@ -83,7 +83,7 @@ class FailureLog(JsonLines):
         self.write(
             {
                 "time": round(time.time(), 3),
-                "url": redact_url(request.url),
+                "url": redact_url(request.url.partition("#")[0]),  # the fetched URL: no fragment
                 "method": request.method,
                 "reason": reason,
                 "attempts": attempts_of(request),

@@ -204,6 +204,11 @@ class Request:
 class Response:
     """A downloaded response.
 
+    ``url`` is the URL that was fetched (the last one, after redirects), without a
+    fragment: the fragment is never sent to the server, so the same page has one
+    ``url`` whichever ``#anchor`` the link that reached it carried. The request's
+    URL as written, fragment included, stays in ``request.url``.
+
     ``text`` is decoded with the charset from the Content-Type header, a BOM,
     an HTML ``<meta>`` declaration, then detection, in the order browsers use.
     Selectors (``css``/``xpath``, lxml via parsel) and ``soup`` (BeautifulSoup
@@ -222,7 +227,7 @@ class Response:
         request: Request | None = None,
         from_cache: bool = False,
     ) -> None:
-        self.url = url
+        self.url = url.partition("#")[0]
         self.status = status
         self.from_cache = from_cache
         self.headers: CIMultiDictProxy[str] = (

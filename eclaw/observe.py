@@ -98,6 +98,10 @@ class Tracer:
     ``id`` (the request's), ``url``, and as they apply ``status``, ``reason``, ``attempt``,
     ``final``, ``items``, ``type`` (an item's), ``bytes``.
 
+    ``url`` is the request's URL as written (fragment included) in the records of a request
+    generated, scheduled or dropped, and the fetched URL (``response.url``: no fragment, after
+    redirects) in the records of a response, an item or a failure.
+
     The crawl calls :meth:`generated`, :meth:`scheduled`, :meth:`downloaded` and (from its
     accounting) :meth:`record` itself: those happen per link, download or item, and subscribing
     would take the engine off its fast path; the rare events arrive as a bus subscriber. A link dropped when
@@ -147,7 +151,7 @@ class Tracer:
     def downloaded(self, response: Response) -> None:
         t, request = round(time.monotonic() - self._start, 4), response.request
         self._write(
-            f'{{"t":{t},"event":"ResponseDownloaded","id":{request._id},"url":{_quoted(request.url)},'
+            f'{{"t":{t},"event":"ResponseDownloaded","id":{request._id},"url":{_quoted(response.url)},'
             f'"status":{response.status},"bytes":{len(response.body)}}}\n'
         )
 
@@ -157,13 +161,13 @@ class Tracer:
     def parsed(self, event: ResponseParsed) -> None:
         t, request = time.monotonic() - self._start, event.request
         self._write(
-            f'{{"t":{t:.4f},"event":"ResponseParsed","id":{request._id},"url":{_quoted(request.url)},'
+            f'{{"t":{t:.4f},"event":"ResponseParsed","id":{request._id},"url":{_quoted(event.response.url)},'
             f'"items":{event.items},"requests":{event.requests}}}\n'
         )
 
     def item(self, event: ItemParsed | ItemStored) -> None:
         t, response = time.monotonic() - self._start, event.response
-        where = f',"id":{response.request._id},"url":{_quoted(response.request.url)}' if response is not None else ""
+        where = f',"id":{response.request._id},"url":{_quoted(response.url)}' if response is not None else ""
         kind = type(event).__name__
         self._write(f'{{"t":{t:.4f},"event":"{kind}"{where},"type":{_dumps(item_type(event.item))}}}\n')
 
@@ -178,7 +182,7 @@ class Tracer:
             request = response.request
         if request is not None:
             record["id"] = request._id
-            record["url"] = request.url
+            record["url"] = response.url if response is not None else request.url.partition("#")[0]
         if isinstance(event, RequestFailed):
             record |= {"reason": event.reason, "attempt": event.attempt, "final": event.final}
         elif isinstance(event, ItemDropped):

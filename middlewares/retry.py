@@ -35,7 +35,8 @@ class Retry:
     seconds ("full jitter"), or the server's ``Retry-After`` (seconds or an
     HTTP date) when it sends one, capped at ``max_retry_after``. The wait holds
     no download slot: the request goes back through the scheduler afterwards.
-    Statuses not in ``statuses`` (404, 410, ...) fail at once.
+    Statuses not in ``statuses`` (404, 410, ...) fail at once, and so do TLS failures (a
+    certificate that does not verify, a protocol mismatch: ``TLSError``, not a ``ConnectError``).
 
     ``Request.meta`` keys: ``max_retry_times`` overrides ``max_retries``;
     ``dont_retry`` turns retrying off for that request.

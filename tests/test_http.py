@@ -115,6 +115,20 @@ def test_follow_and_follow_all() -> None:
         response.follow_all(css="a", xpath="//a")
 
 
+def test_response_url_drops_the_fragment_the_request_keeps_it() -> None:
+    response = html(
+        b'<a href="/p#a">1</a><a href="q.html#b">2</a><a href="#top">3</a>', url="http://d.test/lib/os.html#x"
+    )
+    assert response.url == "http://d.test/lib/os.html" and response.request.url == "http://d.test/lib/os.html#x"
+    assert repr(response) == "<Response 200 http://d.test/lib/os.html>"
+    assert response.urljoin("") == "http://d.test/lib/os.html"  # against the page, not the link that reached it
+    assert response.urljoin("../c-api/buffer.html") == "http://d.test/c-api/buffer.html"
+    # links keep their own fragments (the duplicate filter ignores them), on the fast and the general path
+    expected = ["http://d.test/p#a", "http://d.test/lib/q.html#b", "http://d.test/lib/os.html#top"]
+    assert [r.url for r in response.follow_all(css="a")] == expected
+    assert [r.url for r in response.follow_all(css="a", priority=1)] == expected
+
+
 def test_requests_built_on_fast_paths_equal_constructed_ones() -> None:
     # follow_all() and replace() set every slot by hand: a slot added later must be set there too.
     response = html(b'<a href="/p/1.html#r">x</a>', url="http://shop.test/")
