@@ -17,7 +17,7 @@ from aiohttp import web
 
 from eclaw import Response, Settings, Spider
 from eclaw.testing import collect
-from tests.conftest import assert_accounted, read_jsonl
+from tests.conftest import assert_accounted, read_jsonl, record_file
 from tests.proxies import self_signed
 from tests.test_cli import eclaw
 
@@ -138,7 +138,7 @@ async def test_a_trusted_certificate_verifies_and_names_no_host_in_the_reason_wh
         code, _, err = await eclaw("crawl", str(tmp_path / "secure.py"), "-o", str(tmp_path / "items.jsonl"))
     assert code == 0, err
     assert read_jsonl(tmp_path / "items.jsonl") == [{"url": base + "/"}] and hits["/"] == 1
-    (record,) = read_jsonl("eclaw-failures.jsonl")
+    (record,) = read_jsonl(record_file("secure", "failures"))
     assert record["url"] == other + "/" and record["attempts"] == 1
     assert record["reason"] == "tls: certificate verify failed: IP address mismatch"  # one reason, whatever the host
     assert "certificate is not valid for '127.0.0.2'" in record["error"] and HINT in record["error"]
