@@ -66,7 +66,8 @@ def lifecycle(records: Iterable[Record], *, url: str | None = None, request_id: 
     if request_id is not None:
         ids = [request_id] if request_id in by_id else []
     else:
-        ids = [i for i, events in by_id.items() if events[0].get("url", "").partition("#")[0] == wanted]
+        # a request is found by the URL it was made for, or any URL it was fetched at (a redirect's end)
+        ids = [i for i, events in by_id.items() if any(e.get("url", "").partition("#")[0] == wanted for e in events)]
     duplicates = [i for i in ids if any("duplicate" in (e.get("reason"), e.get("dropped")) for e in by_id[i])]
     shown = [i for i in ids if i not in duplicates] or duplicates[:1]
     if not shown:
@@ -82,6 +83,8 @@ def lifecycle(records: Iterable[Record], *, url: str | None = None, request_id: 
                 scheduled = record["t"]
             if record["event"] == "ResponseDownloaded":
                 note += f" (download {record['t'] - scheduled:.3f}s)"
+                if record.get("url", "").partition("#")[0] != events[0].get("url", "").partition("#")[0]:
+                    note += f" from {record['url']}"  # redirected
             lines.append(f"  {record['t'] - start:+8.3f}s  {record['event']:<18} {note}".rstrip())
     if duplicates and len(shown) < len(ids):
         lines.append(f"(and {len(duplicates)} more links to it, dropped as duplicates)")

@@ -24,7 +24,7 @@ from eclaw.report import lifecycle, read_trace, render_report
 from eclaw.stats import Stats
 from eclaw.testing import serve
 from tests.conftest import assert_accounted
-from tests.sites import FlakySite
+from tests.sites import FlakySite, fault_app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,6 +100,17 @@ async def test_trace_shows_a_retried_urls_lifecycle_and_the_report_renders(tmp_p
     ]
     assert len(list(page.iter("svg"))) == 6
     assert stats.requests_failed == 1 and "gone" in page.text_content()
+
+
+async def test_trace_finds_a_redirected_request_by_its_final_url(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    async with serve(fault_app()) as base, Engine(overrides={"trace": str(trace)}) as engine:
+        await engine.crawl(Titles, start_urls=[base + "/chain/2"])
+    records = read_trace(trace)
+    for url in (f"{base}/chain/2", f"{base}/chain/0", f"{base}/chain/0#end"):
+        story = lifecycle(records, url=url)
+        assert story.splitlines()[0] == f"request 1 {base}/chain/2", story
+        assert "(download " in story and story.count(f"from {base}/chain/0") == 1, story
 
 
 async def test_metrics_endpoint_is_scraped_during_a_crawl(tmp_path: Path) -> None:
