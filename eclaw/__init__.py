@@ -7,7 +7,7 @@ middlewares in :mod:`eclaw.middlewares`, test helpers in :mod:`eclaw.testing`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,22 @@ __all__ = [
 ]
 
 
-def run(spider: type[Spider], *, outputs: Iterable[str | Path] = (), **overrides: Any) -> Stats:
+def run(
+    spider: type[Spider] | Spider,
+    *,
+    outputs: Iterable[str | Path] = (),
+    args: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> Stats:
     """Crawl ``spider`` to the end from synchronous code and return its stats.
 
-    Settings come from the defaults, ``ECLAW_*`` environment variables, the
-    spider's ``custom_settings`` and then ``overrides`` (``concurrency=32``).
-    Items go to ``outputs``, or to the SQLite store when there are none; the
-    run is recorded in the store either way (``store=""`` turns that off).
-    Not for use inside a running event loop: there, use :class:`Engine`.
+    ``args`` are the spider's arguments (what ``-a NAME=VALUE`` gives on the command
+    line): ``eclaw.run(ShopSpider, args={"base_url": "http://..."})``. Settings come
+    from the defaults, ``ECLAW_*`` environment variables, the spider's
+    ``custom_settings`` and then ``overrides`` (``concurrency=32``). Items go to
+    ``outputs``, or to the SQLite store when there are none; the run is recorded in
+    the store either way (``store=""`` turns that off). Not for use inside a
+    running event loop: there, use :class:`Engine`.
     """
     settings = Settings.from_env()
     store = settings.replace(overrides).store
@@ -53,6 +61,6 @@ def run(spider: type[Spider], *, outputs: Iterable[str | Path] = (), **overrides
 
     async def main() -> Stats:
         async with engine:
-            return await engine.crawl(spider)
+            return await engine.crawl(spider, **dict(args or {}))
 
     return asyncio.run(main())
