@@ -83,6 +83,28 @@ async def test_without_output_items_go_to_the_store_and_runs_are_listed(demo_url
     assert code == 2 and "no store at eclaw-data/nosuchspider.sqlite" in stderr
 
 
+async def test_spider_arguments_give_lists(demo_url: str, tmp_path: Path) -> None:
+    spider = write(tmp_path, "pages.py", PAGES)
+    for given in (f"{demo_url}/about,{demo_url}/category/books", f'["{demo_url}/about", "{demo_url}/category/books"]'):
+        out = tmp_path / "pages.jsonl"
+        code, _, stderr = await eclaw("crawl", spider, "-a", f"start_urls={given}", "-o", str(out), "-q")
+        assert code == 0, stderr
+        assert sorted(json.loads(line)["url"] for line in out.read_text().splitlines()) == [
+            f"{demo_url}/about",
+            f"{demo_url}/category/books",
+        ]
+
+
+PAGES = """
+from eclaw import Spider
+class Pages(Spider):
+    name = "pages"
+    start_urls = []
+    def parse(self, response):
+        yield {"url": response.url}
+"""
+
+
 async def test_list_and_version() -> None:
     code, stdout, _ = await eclaw("list", SHOP)
     assert code == 0 and stdout.strip() == f"shop\t{SHOP}:ShopSpider"

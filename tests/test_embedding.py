@@ -149,11 +149,8 @@ def test_run_is_the_sync_entry_point(tmp_path: Path) -> None:
     try:
         assert ready.wait(10)
 
-        class Shop(ShopSpider):
-            base_url = state["base"]
-
         out = tmp_path / "run.jsonl"
-        stats = eclaw.run(Shop, outputs=[out], concurrency=4)
+        stats = eclaw.run(ShopSpider, outputs=[out], args={"base_url": state["base"]}, concurrency=4)
         assert stats.items_stored == 500
         assert len(out.read_text().splitlines()) == 500
     finally:
