@@ -17,8 +17,8 @@ from typing import Any
 from bench.site import render
 from eclaw import Engine, Request, Response, Settings, Spider
 from eclaw.events import Event
-from eclaw.scheduler import DefaultScheduler
-from eclaw.urls import fingerprint
+from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.http.urls import fingerprint
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,25 +11,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from pathlib import Path
 from typing import Any, TypeVar
 
-from eclaw.cluster import ClusterSink
-from eclaw.crawl import Crawl, Handler
-from eclaw.downloader import Downloader, HttpDownloader
+from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.sink import ClusterSink
+from eclaw.contracts import Middleware
+from eclaw.core.crawl import Crawl, Handler
+from eclaw.core.parser import CallbackParser, Parser
+from eclaw.core.pipeline import ItemPipeline, as_pipeline
+from eclaw.core.state import CrawlState
+from eclaw.downloaders.plain import Downloader, HttpDownloader
 from eclaw.events import Event
 from eclaw.exceptions import ConfigError
-from eclaw.exporters import exporter_for, resolve_path
-from eclaw.middleware import Middleware
+from eclaw.frontier.scheduler import DefaultScheduler, Scheduler
 from eclaw.middlewares import Defaults, defaults
-from eclaw.parquet import ParquetExporter
-from eclaw.parser import CallbackParser, Parser
-from eclaw.pipeline import ItemPipeline, as_pipeline
-from eclaw.quality import RunRecorder
-from eclaw.redisfrontier import RedisScheduler
-from eclaw.scheduler import DefaultScheduler, Scheduler
+from eclaw.observe.quality import RunRecorder
 from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
-from eclaw.state import CrawlState
 from eclaw.stats import Stats
-from eclaw.store import RunLog
+from eclaw.storage.files import exporter_for, resolve_path
+from eclaw.storage.parquet import ParquetExporter
+from eclaw.storage.store import RunLog
 
 __all__ = ["Engine", "ItemStream"]
 

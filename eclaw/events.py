@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from eclaw.http import Request, Response
-    from eclaw.middleware import CrawlContext
+    from eclaw.contracts import CrawlContext
+    from eclaw.http.message import Request, Response
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from eclaw.http import Request, Response
+    from eclaw.http.message import Request, Response
 
 __all__ = [
     "BadRequest",

@@ -13,11 +13,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
-from eclaw.http import Request, Response
+from eclaw.http.message import Request, Response
 
 if TYPE_CHECKING:
-    from eclaw.middleware import Middleware
-    from eclaw.pipeline import ItemPipeline
+    from eclaw.contracts import Middleware
+    from eclaw.core.pipeline import ItemPipeline
 
 __all__ = ["Spider", "load_spider", "load_spiders", "make_spider"]
 

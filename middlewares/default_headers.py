@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eclaw.http import Request, Response
-from eclaw.middleware import Fetch
+from eclaw.contracts import Fetch
+from eclaw.http.message import Request, Response
 
 __all__ = ["DefaultHeaders"]
 

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from eclaw.contracts import Fetch
 from eclaw.exceptions import CacheMiss, ConfigError
-from eclaw.http import Request, Response
-from eclaw.middleware import Fetch
-from eclaw.sqlite import SqliteWriter
-from eclaw.urls import fingerprint
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import fingerprint
+from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:
-    from eclaw.middleware import CrawlContext
+    from eclaw.contracts import CrawlContext
 
 __all__ = ["HttpCache"]
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Literal
 
 from yarl import URL
 
+from eclaw.contracts import Fetch
 from eclaw.exceptions import ConfigError, ConnectError, DownloadTimeout, HttpError, ProxyError
-from eclaw.http import Request, Response
-from eclaw.middleware import Fetch
-from eclaw.urls import host_allowed, url_host
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import host_allowed, url_host
 
 if TYPE_CHECKING:
-    from eclaw.middleware import CrawlContext
+    from eclaw.contracts import CrawlContext
 
 __all__ = ["Proxy", "ProxyState"]
 

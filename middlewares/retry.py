@@ -8,6 +8,7 @@ import random
 import time
 from collections.abc import Iterable
 
+from eclaw.contracts import Fetch
 from eclaw.exceptions import (
     ConnectError,
     DownloadError,
@@ -16,9 +17,8 @@ from eclaw.exceptions import (
     RetryRequest,
     TruncatedResponse,
 )
-from eclaw.http import Request, Response
-from eclaw.middleware import Fetch
-from eclaw.urls import redact_url
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import redact_url
 
 __all__ = ["RETRY_STATUSES", "Retry", "retry_after"]
 

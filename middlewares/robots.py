@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Literal
 
 from protego import Protego
 
+from eclaw.contracts import Fetch
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest
-from eclaw.http import Request, Response
-from eclaw.middleware import Fetch
-from eclaw.urls import url_host
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
-    from eclaw.middleware import CrawlContext
+    from eclaw.contracts import CrawlContext
 
 __all__ = ["Robots"]
 

@@ -6,13 +6,13 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from eclaw.contracts import Fetch
 from eclaw.exceptions import DownloadTimeout, HttpError
-from eclaw.http import Request, Response
-from eclaw.middleware import Fetch
-from eclaw.urls import url_host
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
-    from eclaw.middleware import CrawlContext
+    from eclaw.contracts import CrawlContext
 
 __all__ = ["Throttle"]
 

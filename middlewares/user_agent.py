@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eclaw.http import Request, Response
-from eclaw.middleware import Fetch
-from eclaw.urls import url_host
+from eclaw.contracts import Fetch
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
-    from eclaw.middleware import CrawlContext
+    from eclaw.contracts import CrawlContext
 
 __all__ = ["BROWSERS", "UserAgent"]
 

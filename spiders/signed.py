@@ -19,8 +19,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eclaw import IgnoreRequest, Request, Response
+from eclaw.contracts import Fetch
 from eclaw.demo.shop import ShopSpider
-from eclaw.middleware import Fetch
 
 
 class SignRequests:

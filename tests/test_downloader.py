@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eclaw import IgnoreRequest, Request, Settings, Spider
-from eclaw.downloader import HttpDownloader
+from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import (
     ConnectError,
     ConnectionLost,

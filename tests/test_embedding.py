@@ -15,7 +15,7 @@ import eclaw
 from eclaw import Engine, Response, Settings, Spider
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import make_app
-from eclaw.downloader import HttpDownloader
+from eclaw.downloaders.plain import HttpDownloader
 from eclaw.events import ItemStored
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted

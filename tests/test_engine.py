@@ -335,7 +335,7 @@ async def test_bad_start_requests_is_a_clear_error() -> None:
 
 async def test_broken_scheduler_stops_the_crawl_cleanly(demo_url: str) -> None:
     from eclaw.demo.shop import ShopSpider
-    from eclaw.scheduler import DefaultScheduler
+    from eclaw.frontier.scheduler import DefaultScheduler
 
     class Flaky(DefaultScheduler):
         calls = 0

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from eclaw import Response, Spider
-from eclaw.flowcli import load_flow
-from eclaw.flows import Context, Flow, FlowError, Items, TaskFailed
+from eclaw.cli.flow import load_flow
+from eclaw.flows.flow import Context, Flow, FlowError, Items, TaskFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,8 +10,8 @@ import pytest
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
-from eclaw.scheduler import DefaultScheduler
-from eclaw.serial import NotSerialisable, dumps, loads
+from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.frontier.serial import NotSerialisable, dumps, loads
 from eclaw.testing import collect
 from tests.conftest import assert_accounted
 

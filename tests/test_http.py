@@ -6,7 +6,7 @@ import pytest
 
 from eclaw import Request, Response
 from eclaw.exceptions import InvalidURL
-from eclaw.selectors import uses_id
+from eclaw.http.selectors import uses_id
 
 
 @pytest.mark.parametrize(
@@ -161,7 +161,7 @@ def test_query_results_are_the_selectors_parsel_would_make() -> None:
     from lxml import etree
     from parsel import Selector
 
-    from eclaw.selectors import _selector
+    from eclaw.http.selectors import _selector
 
     for root, kind in ((etree.fromstring(b"<p>x</p>", etree.HTMLParser()), "html"), ("text", "text"), (2.0, "text")):
         made, fast = Selector(root=root, _expr="q", type=kind), _selector(root, "q")

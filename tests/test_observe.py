@@ -19,8 +19,8 @@ from lxml import html as lxml_html
 
 from eclaw import Engine, Response, Spider
 from eclaw.middlewares import Retry
-from eclaw.progress import Progress, progress_line
-from eclaw.report import lifecycle, read_trace, render_report
+from eclaw.observe.progress import Progress, progress_line
+from eclaw.observe.report import lifecycle, read_trace, render_report
 from eclaw.stats import Stats
 from eclaw.testing import serve
 from tests.conftest import assert_accounted

@@ -14,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from eclaw.exporters import CsvExporter
 from eclaw.spider import Spider
+from eclaw.storage.files import CsvExporter
 from eclaw.testing import serve
 from tests.conftest import read_jsonl, record_file
 

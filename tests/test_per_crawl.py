@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 
 from eclaw import Engine, Request, Response, Spider
+from eclaw.contracts import CrawlContext, Fetch
 from eclaw.events import ResponseDownloaded
-from eclaw.middleware import CrawlContext, Fetch
 from eclaw.middlewares import defaults
 from eclaw.testing import serve
 from tests.conftest import assert_accounted, read_jsonl, record_file

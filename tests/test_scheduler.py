@@ -11,9 +11,9 @@ import pytest
 from pybloom_live import ScalableBloomFilter
 
 from eclaw import Request, Response, Settings, Spider
-from eclaw.dupefilter import BloomDupeFilter, SetDupeFilter
-from eclaw.scheduler import DefaultScheduler
-from eclaw.urls import canonical_url, fingerprint
+from eclaw.frontier.dupefilter import BloomDupeFilter, SetDupeFilter
+from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.http.urls import canonical_url, fingerprint
 
 
 class Site(Spider):
@@ -149,7 +149,7 @@ async def test_download_delay_spaces_requests_and_wakes() -> None:
 
 
 def test_recent_set_is_bounded_and_exact() -> None:
-    from eclaw.dupefilter import RecentSet
+    from eclaw.frontier.dupefilter import RecentSet
 
     recent = RecentSet(size=10)
     for n in range(35):

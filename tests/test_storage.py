@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
-from eclaw.cli import main as cli_main
+from eclaw.cli.main import main as cli_main
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
-from eclaw.exporters import exporter_for
 from eclaw.items import Item
-from eclaw.store import SqliteStore, list_runs
+from eclaw.storage.files import exporter_for
+from eclaw.storage.store import SqliteStore, list_runs
 from eclaw.testing import collect
 from tests.conftest import assert_accounted, read_bytes, read_csv, read_jsonl, record_file
 

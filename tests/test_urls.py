@@ -8,7 +8,7 @@ from urllib.parse import urljoin
 
 from w3lib.url import canonicalize_url, safe_url_string
 
-from eclaw.urls import absolute_url, canonical_url, join_url, safe_url, simple_path, url_host
+from eclaw.http.urls import absolute_url, canonical_url, join_url, safe_url, simple_path, url_host
 
 PIECES = [
     "a",

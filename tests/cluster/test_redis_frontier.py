@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eclaw import Request, Settings, Spider
-from eclaw.redisfrontier import RedisScheduler
+from eclaw.cluster.frontier import RedisScheduler
 from tests.cluster.servers import redis_server
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from eclaw import ConfigError, Engine, Request, Response, Spider
-from eclaw.dupefilter import BloomDupeFilter, SetDupeFilter
+from eclaw.core.state import CrawlState
 from eclaw.events import ItemStored
-from eclaw.state import CrawlState
+from eclaw.frontier.dupefilter import BloomDupeFilter, SetDupeFilter
 from eclaw.testing import serve
 from tests.conftest import assert_accounted
 from tests.state.site import PAGES, StateSpider, expected, make_app

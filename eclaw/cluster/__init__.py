@@ -1,0 +1,1 @@
+"""Distributed crawling on Redis: the shared frontier, items stored once, merged stats."""

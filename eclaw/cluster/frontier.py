@@ -1,0 +1,313 @@
+"""A frontier in Redis shared by every worker of one crawl (``scheduler_url=redis://...``).
+
+Requests wait in a Redis sorted set (priority, then first-in first-out),
+deduplicated by a Bloom filter over a Redis bitmap (or a plain set), checked
+and set in one Lua script. A worker *leases* the requests it takes; a worker
+that stops sending heartbeats has its leases handed back to the queue by the
+others after ``lease_timeout``. A request's lease is dropped only once the
+request is finished and its items are stored, so a worker killed at any moment
+loses nothing. Per-host politeness (``concurrency_per_domain``, the host's
+delay) holds for the whole cluster: a download needs one of the host's slots,
+kept in Redis. See :mod:`eclaw.redis_lua` for the keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import math
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from eclaw.cluster import lua as redis_lua
+from eclaw.exceptions import ConfigError, EclawError
+from eclaw.frontier.scheduler import check_request
+from eclaw.frontier.serial import NotSerialisable, dumps, loads
+from eclaw.http.message import Request
+from eclaw.http.urls import fingerprint, redact_url, url_host
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from eclaw.settings import Settings
+    from eclaw.spider import Spider
+
+__all__ = ["RedisLost", "RedisScheduler", "connect"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RedisLost(EclawError):
+    """Redis stayed unreachable longer than ``lease_timeout``: the crawl pauses (its frontier is safe in Redis)."""
+
+
+async def connect(url: str) -> Redis:
+    """A client for ``url``, checked with a PING: a one-line :class:`ConfigError` if Redis cannot be reached."""
+    try:
+        from redis.asyncio import Redis
+    except ImportError:
+        raise ConfigError("scheduler_url needs the redis package: pip install 'eclaw[redis]'") from None
+    from redis.exceptions import RedisError
+
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"bad Redis URL {url!r} (use redis://HOST:PORT/DB)")
+    client = Redis.from_url(url, decode_responses=True, socket_connect_timeout=3, socket_timeout=10)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        await client.aclose()
+        raise ConfigError(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
+    return client
+
+
+class RedisScheduler:
+    """The :class:`~eclaw.scheduler.Scheduler` of a distributed crawl.
+
+    Args:
+        url: ``redis://host:port/db``.
+        seed: push the spider's start requests (``eclaw crawl``, ``eclaw seed``);
+            ``False`` for ``eclaw worker``, which waits for them.
+        worker: this worker's name (default: host, pid and a random suffix).
+    """
+
+    def __init__(self, url: str, *, seed: bool = True, worker: str | None = None) -> None:
+        self.url = url
+        self.seed = seed
+        self.external_seeds = not seed  # the crawl does not run start_requests()
+        self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.redis: Redis | None = None
+        self.prefix = ""
+        self.counts = (0, 0, 0)  # queued, leased (every worker), seeded: refreshed by the heartbeat
+        self.reclaimed = 0  # requests given back from workers presumed dead
+        self._waiting: list[tuple[float, int, Request]] = []  # leased, waiting for a slot on their host
+        self._seq = itertools.count()
+        self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
+        self._delays: dict[str, float] = {}
+        self._delay = 0.0
+        self._beat: asyncio.Task[None] | None = None
+        self._bloom: tuple[int, int] = (0, 0)  # bits, hashes
+        self._wake: Callable[[], None] = lambda: None
+        self._timer: asyncio.TimerHandle | None = None
+        self._marked_seeded = False
+        self._lost = False
+
+    def __repr__(self) -> str:
+        return f"RedisScheduler({redact_url(self.url)!r}, worker={self.worker!r})"
+
+    # -- life cycle -------------------------------------------------------------------
+
+    async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
+        self._spider, self._settings, self._wake = spider, settings, wake
+        self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
+        self._delay = settings.download_delay
+        self.prefix = f"eclaw:{spider.name}:"
+        self.redis = await connect(self.url)
+        self._scripts = {
+            name: self.redis.register_script(getattr(redis_lua, name))
+            for name in ("ENQUEUE", "LEASE", "COMPLETE", "REQUEUE", "REAP", "COUNT", "ACQUIRE")
+        }
+        if settings.dupefilter == "bloom":
+            n, p = settings.dupefilter_capacity, settings.dupefilter_error_rate
+            bits = math.ceil(-n * math.log(p) / math.log(2) ** 2)
+            wanted = f"{bits}:{max(1, round(bits / n * math.log(2)))}"
+            await self.redis.set(self.prefix + "bloom:size", wanted, nx=True)  # every worker uses the first sizing
+            size = await self.redis.get(self.prefix + "bloom:size")
+            bits_text, hashes = str(size or wanted).split(":")
+            self._bloom = (int(bits_text), int(hashes))
+        await self._heartbeat()
+        self._beat = asyncio.create_task(self._beat_loop())
+        logger.info("worker %s joined the crawl %r on %s", self.worker, spider.name, redact_url(self.url))
+
+    async def close(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            await asyncio.gather(self._beat, return_exceptions=True)
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.redis is not None:
+            try:  # what this worker still holds goes back to the queue at once
+                await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
+            except EclawError as exc:
+                logger.warning("could not hand back this worker's requests (%s): others take them later", exc)
+            await self.redis.aclose()
+            self.redis = None
+
+    # -- Redis calls, retried while Redis is away ---------------------------------------
+
+    async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        return await self.call(lambda: self._scripts[script](keys=[self.prefix + k for k in keys], args=list(args)))
+
+    async def call(self, make: Callable[[], Awaitable[T]]) -> T:
+        """``await make()``, retried with backoff for up to ``lease_timeout`` while Redis cannot be reached."""
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeout
+
+        loop = asyncio.get_running_loop()
+        give_up, wait = loop.time() + (0 if self._lost else self._settings.lease_timeout), 0.1
+        while True:
+            try:
+                result = await make()
+                self._lost = False
+                return result
+            except (RedisConnectionError, RedisTimeout, OSError) as exc:
+                if loop.time() + wait > give_up:
+                    self._lost = True  # later calls fail at once: the crawl is pausing
+                    raise RedisLost(
+                        f"Redis at {redact_url(self.url)} lost ({exc}): crawl paused; its frontier is kept in Redis,"
+                        " start the workers again once Redis is back"
+                    ) from None
+                logger.warning("Redis unreachable (%s): retrying in %.1fs", exc, wait)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 2.0)
+
+    async def _heartbeat(self) -> None:
+        deadline_ms = int(self._settings.lease_timeout * 1000)
+        reclaimed = await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, deadline_ms])
+        if reclaimed:
+            self.reclaimed += int(reclaimed)
+            logger.warning("%d requests of a worker presumed dead are back in the queue", reclaimed)
+        queued, leased, seeded = await self._run("COUNT", ["workers", "queue", "seeded"], [self.prefix])
+        self.counts = (int(queued), int(leased), int(seeded))
+        if queued or not leased:
+            self._wake()  # work to take, or maybe the end of the crawl
+
+    async def _beat_loop(self) -> None:
+        every = max(0.1, min(1.0, self._settings.lease_timeout / 4))
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._heartbeat()
+            except EclawError as exc:
+                logger.error("%s", exc)
+
+    # -- the Scheduler protocol ---------------------------------------------------------
+
+    async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
+        assert self.redis is not None
+        reasons: list[str | None] = []
+        calls: list[tuple[int, str, list[str], list[Any]]] = []
+        for index, request in enumerate(requests):
+            reason = check_request(request, self._settings, self._allowed)
+            if reason is None:
+                try:
+                    record = dumps(request, self._spider)
+                except NotSerialisable as exc:
+                    logger.error("%s: it cannot wait in Redis", exc)
+                    reason = "not serialisable"
+            reasons.append(reason)
+            if reason is not None:
+                continue
+            if request._id < 0:  # leased by this worker (a retry): back to the queue, with its new retry count
+                keys, args = ["leases:" + self.worker, "queue", "requests"], [-request._id, record, request.priority]
+                calls.append((index, "REQUEUE", keys, args))
+                continue
+            mode, marks = self._marks(request)
+            keys = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq"]
+            calls.append((index, "ENQUEUE", keys, [mode, len(marks), *marks, record, request.priority]))
+        if calls:
+            results = await self.call(lambda: self._pipelined(calls))
+            for (index, script, _, _), result in zip(calls, results, strict=True):
+                if script == "ENQUEUE" and not result:
+                    reasons[index] = "duplicate"
+            queued = sum(1 for result in results if result)
+            self.counts = (self.counts[0] + queued, *self.counts[1:])
+        if self.seed and not self._marked_seeded:
+            await self.call(lambda: self.redis.set(self.prefix + "seeded", "1"))  # type: ignore[union-attr]
+            self._marked_seeded = True
+        return reasons
+
+    async def _pipelined(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> list[Any]:
+        assert self.redis is not None
+        pipe = self.redis.pipeline(transaction=False)
+        for _, script, keys, args in calls:
+            await self._scripts[script](keys=[self.prefix + k for k in keys], args=args, client=pipe)  # queued
+        return await pipe.execute()
+
+    def _marks(self, request: Request) -> tuple[str, list[Any]]:
+        if request.dont_filter:
+            return "none", []
+        fp = fingerprint(request)
+        if self._settings.dupefilter == "set":
+            return "set", [fp.hex()]
+        bits, hashes = self._bloom
+        h1, h2 = int.from_bytes(fp[:8], "big"), int.from_bytes(fp[8:16], "big") | 1
+        return "bloom", [(h1 + i * h2) % bits for i in range(hashes)]
+
+    async def next_request(self) -> Request | None:
+        settings = self._settings
+        loop = asyncio.get_running_loop()
+        while len(self._held) < settings.concurrency:
+            if self._waiting and self._waiting[0][0] <= loop.time():
+                _, _, request = heapq.heappop(self._waiting)
+            elif len(self._waiting) < settings.concurrency and self.counts[0]:
+                leased = await self._lease()
+                if leased is None:
+                    return None
+                request = leased
+            else:
+                return None
+            if await self._acquire(request):
+                return request
+        return None
+
+    async def _lease(self) -> Request | None:
+        popped = await self._run("LEASE", ["queue", "requests", "leases:" + self.worker], [1])
+        if not popped:
+            self.counts = (0, *self.counts[1:])
+            return None
+        request_id, record = popped
+        request = loads(record, self._spider)
+        request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
+        return request
+
+    async def _acquire(self, request: Request) -> bool:
+        """One of the request's host slots, cluster-wide; else it waits here for as long as Redis says."""
+        host = url_host(request.url)
+        token = f"{self.worker}:{-request._id}"
+        delay = self._delays.get(host, self._delay)
+        lifetime = int((self._settings.timeout + 30) * 1000)
+        args = [self._settings.concurrency_per_domain, int(delay * 1000), token, lifetime, host]
+        wait_ms = await self._run("ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args)
+        if not wait_ms:
+            self._held[request._id] = (host, token)
+            return True
+        loop = asyncio.get_running_loop()
+        ready = loop.time() + int(wait_ms) / 1000
+        heapq.heappush(self._waiting, (ready, next(self._seq), request))
+        if self._timer is None or self._timer.when() > ready:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(ready, self._slot_due)
+        return False
+
+    def _slot_due(self) -> None:
+        self._timer = None
+        self._wake()
+
+    async def release(self, request: Request) -> None:
+        host, token = self._held.pop(request._id, ("", ""))
+        if token:
+            await self.call(lambda: self.redis.zrem(self.prefix + "slots:" + host, token))  # type: ignore[union-attr]
+
+    async def done(self, request: Request) -> None:
+        """``request`` is finished and its items are stored: drop its lease."""
+        if request._id < 0:
+            await self._run("COMPLETE", ["leases:" + self.worker, "requests"], [-request._id])
+
+    def pending(self) -> int:
+        queued, leased, seeded = self.counts
+        if not seeded and not self.seed:
+            return 1  # no start requests yet: wait for `eclaw seed`
+        return len(self._waiting) + queued + leased
+
+    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
+        if host is None:
+            self._delay = max(seconds, 0.0)
+        else:
+            self._delays[host] = max(seconds, self._delays.get(host, 0.0) if floor else 0.0, 0.0)

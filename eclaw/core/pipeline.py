@@ -1,0 +1,248 @@
+"""Item pipelines: ordered processors every item passes through, and the
+dead-letter file for items none could store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from eclaw.core.records import JsonLines
+from eclaw.events import Event, ItemDropped, ItemParsed, ItemStored
+from eclaw.exceptions import DropItem
+from eclaw.http.urls import redact_url
+from eclaw.items import item_to_dict, validate
+
+if TYPE_CHECKING:
+    from eclaw.spider import Spider
+    from eclaw.stats import Stats
+
+__all__ = ["DeadLetter", "FunctionPipeline", "ItemPipeline", "PipelineRunner", "as_pipeline"]
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class ItemPipeline(Protocol):
+    """An item processor.
+
+    ``process_item`` returns the item (possibly changed) to pass it on, or
+    raises ``DropItem(reason)``; any other exception sends the item to the
+    dead-letter file. ``open`` and ``close`` run once per crawl; ``close``
+    must flush whatever it buffered.
+    """
+
+    async def open(self, spider: Spider) -> None: ...
+
+    async def process_item(self, item: Any, spider: Spider) -> Any: ...
+
+    async def close(self, spider: Spider) -> None: ...
+
+
+class FunctionPipeline:
+    """Adapts ``async def fn(item, spider) -> item`` to :class:`ItemPipeline`."""
+
+    def __init__(self, fn: Callable[[Any, Spider], Awaitable[Any]]) -> None:
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"FunctionPipeline({getattr(self.fn, '__qualname__', self.fn)!r})"
+
+    async def open(self, spider: Spider) -> None:
+        return None
+
+    async def process_item(self, item: Any, spider: Spider) -> Any:
+        return await self.fn(item, spider)
+
+    async def close(self, spider: Spider) -> None:
+        return None
+
+
+def as_pipeline(obj: Any) -> ItemPipeline:
+    """``obj`` as a pipeline: an :class:`ItemPipeline` or an async function."""
+    if isinstance(obj, ItemPipeline):
+        return obj
+    if callable(obj):
+        return FunctionPipeline(obj)
+    raise TypeError(
+        f"{obj!r} is not a pipeline: give an object with async open/process_item/close "
+        "or an async function (item, spider) -> item"
+    )
+
+
+class DeadLetter(JsonLines):
+    """JSONL file of items that did not reach an output, opened on first use.
+
+    Each line says where the item stopped: ``stage`` is ``validation``, ``pipeline``
+    or ``output``, and ``name`` the pipeline or output (an item one output failed
+    on is still in the others)."""
+
+    def record(self, item: Any, *, error: BaseException, stage: str, name: str = "", url: str | None) -> None:
+        try:
+            data: Any = item_to_dict(item)
+        except (TypeError, ValueError):
+            data = repr(item)
+        self.write(
+            {
+                "time": time.time(),
+                "url": redact_url(url) if url else url,
+                "stage": stage,
+                "name": name,
+                "error": redact_url(f"{type(error).__name__}: {error}"),
+                "item": data,
+            }
+        )
+        logger.error("item dead-lettered to %s (%s %s: %s)", self.path, stage, name, error)
+
+
+class PipelineRunner:
+    """Passes parsed items through the pipelines in order, then to every output.
+
+    A callback that yields items without awaiting (a plain generator) passes
+    them through itself when it is done (``held``/``drain``: no task switch per
+    item); any other item wakes the runner's own task (``run``), so a slow
+    pipeline never blocks event dispatch.
+
+    Pipelines are a chain (each may change or drop the item); outputs are
+    independent: each receives every item the pipelines passed, and one output
+    failing dead-letters the item for that output only. An item ends as
+    ``ItemStored`` when at least one output wrote it (or there are none), else as
+    ``ItemDropped`` (``DropItem``, invalid, a pipeline error, every output failed);
+    whatever failed is in the dead-letter file.
+    """
+
+    def __init__(
+        self,
+        pipelines: list[ItemPipeline],
+        outputs: dict[str, ItemPipeline],
+        spider: Spider,
+        dead_letter: DeadLetter,
+        stats: Stats,
+        emit: Callable[[Event], None],
+        done: Callable[[], None],
+    ) -> None:
+        self.pipelines = pipelines
+        self.outputs = outputs
+        self._spider = spider
+        self._dead_letter = dead_letter
+        self._stats = stats
+        self._emit = emit
+        self._done = done
+        self._queue: deque[ItemParsed] = deque()
+        self._ready = asyncio.Event()
+        self._draining = False  # a task is passing the queue through the pipelines
+        self.held = 0  # callbacks running that will drain what they submit
+        self.submitted = 0  # items handed in so far
+        self.finished = 0  # ... and through the pipelines (they go in order)
+
+    def submit(self, event: ItemParsed) -> None:
+        self._queue.append(event)
+        self.submitted += 1
+        if not self.held and not self._draining:
+            self._ready.set()
+
+    def release(self) -> None:
+        """A holding callback is done (after its ``drain``, or failed): the runner takes what is left."""
+        self.held -= 1
+        if not self.held and self._queue and not self._draining:
+            self._ready.set()
+
+    def __len__(self) -> int:
+        """Items submitted and not yet finished."""
+        return len(self._queue)
+
+    async def run(self) -> None:
+        while True:
+            while not self._queue or self._draining:
+                self._ready.clear()
+                await self._ready.wait()
+            await self.drain()
+
+    async def drain(self) -> None:
+        """Pass every queued item through the pipelines (unless another task already does)."""
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._queue:
+                event = self._queue[0]
+                try:
+                    try:
+                        outcome = await self._process(event)
+                    except Exception as exc:  # a bug of ours: count it, never lose an item silently
+                        logger.error("item lost in the pipelines (%s: %s): %r", type(exc).__name__, exc, event.item)
+                        self._stats.items_lost += 1
+                        outcome = ItemDropped(
+                            item=event.item, response=event.response, reason="lost: " + type(exc).__name__
+                        )
+                    self._emit(outcome)
+                finally:
+                    self._queue.popleft()
+                    self.finished += 1
+                    self._done()
+        finally:
+            self._draining = False
+            if self._queue:  # left by a cancelled drain
+                self._ready.set()
+
+    async def _process(self, event: ItemParsed) -> Event:
+        item, stage = event.item, None
+        try:
+            problem = validate(item)
+        except Exception as exc:  # a validator bug must not lose the item
+            problem = f"validation error: {type(exc).__name__}"
+        if problem is not None:
+            self._dead(item, ValueError(problem), event, "validation", "validation")
+            return ItemDropped(item=item, response=event.response, reason=f"invalid: {problem}")
+        try:
+            for stage in self.pipelines:
+                item = await stage.process_item(item, self._spider)
+                if item is None:
+                    raise DropItem(f"{stage!r} returned None")
+        except DropItem as exc:
+            return ItemDropped(item=item, response=event.response, reason=exc.reason)
+        except Exception as exc:
+            self._dead(event.item, exc, event, "pipeline", repr(stage))
+            return ItemDropped(item=event.item, response=event.response, reason=f"pipeline error: {type(exc).__name__}")
+        return await self._output(item, event)
+
+    async def _output(self, item: Any, event: ItemParsed) -> Event:
+        """Hand ``item`` to every output, each on its own."""
+        written, error = not self.outputs, None
+        for name, output in self.outputs.items():
+            try:
+                await output.process_item(item, self._spider)
+            except Exception as exc:
+                error = exc
+                self._dead(item, exc, event, "output", name)
+            else:
+                self._stats.items_written[name] += 1
+                written = True
+        if written:
+            return ItemStored(item=item, response=event.response)
+        return ItemDropped(item=item, response=event.response, reason=f"output error: {type(error).__name__}")
+
+    def _dead(self, item: Any, error: BaseException, event: ItemParsed, stage: str, name: str) -> None:
+        """Dead-letter ``item`` (counted by ``name``); if even that fails, count it lost."""
+        url = event.response.url if event.response is not None else None
+        try:
+            self._dead_letter.record(item, error=error, stage=stage, name=name, url=url)
+        except Exception as exc:
+            logger.error("item lost: the dead-letter file failed too (%s: %s): %r", type(exc).__name__, exc, item)
+            self._stats.items_lost += 1
+        else:
+            self._stats.items_dead_lettered[name] += 1
+
+    def dead_letter(self, name: str, rows: list[Any], error: BaseException) -> None:
+        """An output that buffers (SQLite, Parquet) failed to write ``rows`` it had accepted."""
+        for row in rows:
+            try:
+                self._dead_letter.record(row, error=error, stage="output", name=name, url=None)
+            except Exception:
+                self._stats.items_lost += 1
+                self._stats.items_written[name] -= 1
+            else:
+                self._stats.output_failed(name)

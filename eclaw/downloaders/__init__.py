@@ -1,0 +1,1 @@
+"""Downloaders: one ``Downloader`` protocol, one fetcher per way of fetching a page."""

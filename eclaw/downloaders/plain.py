@@ -1,0 +1,238 @@
+"""The HTTP downloader: the one place that talks to aiohttp's client.
+
+Redirects are followed here, hop by hop, so loops, hop limits and offsite hops
+are caught; bodies are streamed and refused past ``max_response_size`` (counted
+after decompression, so a gzip bomb is cut off early); aiohttp's exceptions are
+translated into :mod:`eclaw.exceptions`.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import ssl
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from urllib.parse import urljoin
+
+import aiohttp
+from multidict import CIMultiDictProxy
+from yarl import URL
+
+from eclaw.exceptions import (
+    BadRequest,
+    ConnectError,
+    ConnectionLost,
+    DownloadError,
+    DownloadTimeout,
+    IgnoreRequest,
+    InvalidURL,
+    ProxyError,
+    RedirectLoop,
+    ResponseTooLarge,
+    TLSCertificateError,
+    TLSError,
+    TooManyRedirects,
+    TruncatedResponse,
+    UnsupportedRedirect,
+)
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import canonical_url, host_allowed, url_host
+
+if TYPE_CHECKING:
+    from eclaw.settings import Settings
+    from eclaw.spider import Spider
+
+__all__ = ["Downloader", "HttpDownloader"]
+
+logger = logging.getLogger(__name__)
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+FALLBACK_USER_AGENT = "eclaw/0.1 (+https://pypi.org/project/eclaw/)"  # when no middleware sets one
+
+
+@runtime_checkable
+class Downloader(Protocol):
+    """Fetches one request. Raises :class:`eclaw.exceptions.DownloadError` subclasses."""
+
+    async def open(self, spider: Spider, settings: Settings) -> None: ...
+
+    async def fetch(self, request: Request) -> Response: ...
+
+    async def close(self) -> None: ...
+
+
+class HttpDownloader:
+    """aiohttp-based downloader: one ``ClientSession`` per crawl."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+        self.bytes_received = 0
+
+    async def open(self, spider: Spider, settings: Settings) -> None:
+        self._settings = settings
+        self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
+        connector = aiohttp.TCPConnector(
+            limit=settings.concurrency,
+            limit_per_host=settings.concurrency_per_domain,
+            ttl_dns_cache=300,
+            ssl=settings.verify_tls,
+        )
+        jar: aiohttp.abc.AbstractCookieJar = (
+            aiohttp.CookieJar(unsafe=True) if settings.cookies else aiohttp.DummyCookieJar()
+        )
+        self._timeout = aiohttp.ClientTimeout(
+            total=settings.timeout,
+            sock_connect=settings.connect_timeout,
+            sock_read=settings.read_timeout or None,  # each chunk restarts a timer: off unless asked for
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=jar,
+            timeout=self._timeout,
+            headers={"User-Agent": settings.user_agent or FALLBACK_USER_AGENT},
+            auto_decompress=True,
+            raise_for_status=False,
+            max_line_size=16384,
+            max_field_size=16384,
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def fetch(self, request: Request) -> Response:
+        if self._session is None:
+            raise RuntimeError("downloader is not open")
+        url, method, body = request.url, request.method, request.body
+        seen: set[str] = set()  # canonical URLs of the hops, filled only if there are redirects
+        hops: list[str] = []
+        while True:
+            status, headers, data, location = await self._fetch_once(request, url, method, body)
+            if location is None:
+                if hops:
+                    request.meta["redirect_urls"] = hops
+                return Response(url, status=status, headers=headers, body=data, request=request)
+            hops.append(url)
+            seen.add(canonical_url(url))
+            if len(hops) > self._settings.max_redirects:
+                raise TooManyRedirects(f"more than {self._settings.max_redirects} redirects from {request.url}")
+            url = self._next_hop(url, location, seen)
+            if status == 303 or (status in (301, 302) and method == "POST"):
+                method, body = "GET", b""
+
+    def _next_hop(self, url: str, location: str, seen: set[str]) -> str:
+        target = urljoin(url, location)
+        scheme = target.partition(":")[0].lower()
+        if scheme not in ("http", "https"):
+            raise UnsupportedRedirect(f"redirect from {url} to {target}")
+        try:
+            target = Request(target).url
+        except InvalidURL as exc:
+            raise UnsupportedRedirect(f"redirect from {url} to bad URL: {exc}") from None
+        if not host_allowed(url_host(target), self._allowed):
+            raise IgnoreRequest("offsite redirect")
+        canon = canonical_url(target)
+        if canon in seen:
+            raise RedirectLoop(f"redirect loop at {target}")
+        seen.add(canon)
+        return target
+
+    async def _fetch_once(
+        self, request: Request, url: str, method: str, body: bytes
+    ) -> tuple[int, CIMultiDictProxy[str], bytes, str | None]:
+        assert self._session is not None
+        proxy, proxy_headers = _proxy(request)
+        headers = request.headers
+        if proxy_headers and url.startswith("http:"):  # plain HTTP goes to the proxy as is: no CONNECT
+            headers = {**headers, **proxy_headers}
+        try:
+            async with self._session.request(
+                method,
+                url,
+                headers=headers,
+                data=body or None,
+                allow_redirects=False,
+                proxy=proxy,
+                proxy_headers=proxy_headers,
+            ) as resp:
+                location = resp.headers.get("Location")
+                if resp.status in _REDIRECTS and location:
+                    return resp.status, resp.headers, b"", location
+                data = await self._read_body(resp, url)
+                return resp.status, resp.headers, data, None
+        except DownloadError:
+            raise
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise DownloadTimeout(f"timeout fetching {url}") from exc
+        except aiohttp.ServerDisconnectedError as exc:
+            raise ConnectionLost(f"server disconnected: {url}") from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise TruncatedResponse(f"bad or truncated body from {url}: {_short(exc)}") from exc
+        except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
+            raise ProxyError(f"proxy {_redacted(proxy)} failed for {url}: {_short(exc)}") from exc
+        except aiohttp.ClientSSLError as exc:
+            raise _tls_error(url, exc) from exc
+        except aiohttp.ClientOSError as exc:
+            if isinstance(exc, aiohttp.ClientConnectorError):
+                raise ConnectError(f"cannot connect to {url}: {_short(exc)}") from exc
+            raise ConnectionLost(f"connection lost: {url}: {_short(exc)}") from exc
+        except aiohttp.ClientResponseError as exc:
+            raise DownloadError(f"bad response from {url}: {_short(exc)}") from exc
+        except aiohttp.InvalidURL as exc:
+            raise InvalidURL(f"malformed URL {url!r}") from exc
+        except aiohttp.ClientError as exc:
+            raise DownloadError(f"download of {url} failed: {_short(exc)}") from exc
+        except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
+            raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, url: str) -> bytes:
+        limit = self._settings.max_response_size
+        declared = resp.content_length
+        if declared is not None and declared > limit:
+            raise ResponseTooLarge(f"{url}: Content-Length {declared} > max_response_size {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise ResponseTooLarge(f"{url}: body over max_response_size {limit}")
+            chunks.append(chunk)
+        self.bytes_received += size
+        return b"".join(chunks)
+
+
+def _tls_error(url: str, exc: aiohttp.ClientSSLError) -> DownloadError:
+    """A failed TLS handshake: a certificate that does not verify or a protocol mismatch fails at
+    once, with its own reason; a connection cut mid-handshake is a connect error (retried)."""
+    cause = exc.os_error
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        detail = (cause.verify_message or cause.reason or _short(cause)).splitlines()[0].rstrip(".")
+        reason = "tls: certificate verify failed: " + detail.partition(",")[0]  # no host name: one reason per kind
+        hint = "to crawl it anyway, turn the check off with -s verify_tls=false"
+        return TLSCertificateError(f"TLS certificate of {url} does not verify: {detail} ({hint})", reason=reason)
+    if not isinstance(cause, ssl.SSLError) or isinstance(cause, ssl.SSLEOFError | ssl.SSLSyscallError):
+        return ConnectError(f"cannot connect to {url}: {_short(exc)}")
+    what = (cause.reason or "handshake failed").lower().replace("_", " ")
+    return TLSError(f"TLS handshake with {url} failed: {what}", reason=f"tls: {what}")
+
+
+def _proxy(request: Request) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy of ``request.meta["proxy"]``, its credentials moved into a ``Proxy-Authorization`` header."""
+    meta = request._meta  # not request.meta: that would give every request a dict
+    proxy = meta.get("proxy") if meta else None
+    if not proxy:
+        return None, None
+    parsed = URL(proxy)
+    if parsed.user is None:
+        return proxy, None
+    token = base64.b64encode(f"{parsed.user}:{parsed.password or ''}".encode()).decode("ascii")
+    return str(parsed.with_user(None)), {"Proxy-Authorization": f"Basic {token}"}
+
+
+def _redacted(proxy: str | None) -> str:
+    return str(URL(proxy).with_user(None)) if proxy else "-"
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

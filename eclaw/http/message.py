@@ -1,0 +1,452 @@
+"""Request and Response: the values that travel through the engine."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from urllib.parse import urljoin
+
+from lxml import etree
+from multidict import CIMultiDict, CIMultiDictProxy
+from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding
+
+from eclaw.exceptions import NotTextResponse
+from eclaw.http.mediatypes import binary_kind
+from eclaw.http.selectors import compiled_css, compiled_hrefs, compiled_xpath, parse_html, uses_id, wrap
+from eclaw.http.urls import absolute_url, join_url, simple_path
+
+if TYPE_CHECKING:
+    from bs4 import BeautifulSoup
+    from parsel import Selector, SelectorList
+
+__all__ = ["Request", "Response"]
+
+Callback = Callable[..., Any]
+T = TypeVar("T")
+_BASE_TAG = re.compile(rb"<base[\s>/]", re.I)
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_new = object.__new__
+
+
+class lazy(Generic[T]):
+    """``functools.cached_property`` without the lock Python 3.11 takes on each first access
+    (a response computes several of these once per page)."""
+
+    def __init__(self, func: Callable[[Any], T]) -> None:
+        self._func = func
+        self._name = func.__name__
+        self.__doc__ = func.__doc__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> lazy[T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> T | lazy[T]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self._name] = self._func(instance)
+        return value
+
+
+class Request:
+    """A request to fetch ``url`` and hand the response to ``callback``.
+
+    Args:
+        url: absolute URL; http(s) URLs are percent-escaped and IDNA-encoded.
+            Other schemes are accepted here and dropped by the scheduler.
+        callback: spider method (or function) receiving the ``Response``;
+            ``None`` means the spider's ``parse``.
+        method: HTTP method.
+        headers: extra request headers.
+        body: request body.
+        meta: free-form per-request data, readable as ``response.meta``.
+        priority: higher runs first.
+        cb_kwargs: extra keyword arguments for the callback.
+        dont_filter: skip duplicate and offsite filtering.
+        errback: called with the ``RequestFailed`` event when the request
+            finally fails; may yield items and requests like a callback.
+        depth: link distance from a start request (set by the engine).
+    """
+
+    # headers, meta and cb_kwargs are made on first use: most requests wait in
+    # the frontier with all three empty, and three empty dicts would double
+    # their size there.
+    __slots__ = (
+        "_cb_kwargs",
+        "_headers",
+        "_id",
+        "_meta",
+        "body",
+        "callback",
+        "depth",
+        "dont_filter",
+        "errback",
+        "method",
+        "priority",
+        "url",
+    )
+    _FIELDS = (
+        "url",
+        "callback",
+        "method",
+        "headers",
+        "body",
+        "meta",
+        "priority",
+        "cb_kwargs",
+        "dont_filter",
+        "errback",
+        "depth",
+    )
+
+    _PLAIN_FIELDS = frozenset({"headers", "meta", "priority", "cb_kwargs", "dont_filter", "depth"})
+
+    def __init__(
+        self,
+        url: str,
+        callback: Callback | None = None,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: bytes | str = b"",
+        meta: dict[str, Any] | None = None,
+        priority: int = 0,
+        cb_kwargs: dict[str, Any] | None = None,
+        dont_filter: bool = False,
+        errback: Callback | None = None,
+        depth: int = 0,
+        _safe: bool = False,
+    ) -> None:
+        # Written out by hand: this runs once per extracted link.
+        self.url = url if _safe else absolute_url(url)
+        self.callback = callback
+        self.method = method if method == "GET" else method.upper()
+        self._headers = headers
+        self.body = body.encode() if isinstance(body, str) else body
+        self._meta = meta
+        self.priority = priority
+        self._cb_kwargs = cb_kwargs
+        self.dont_filter = dont_filter
+        self.errback = errback
+        self.depth = depth
+        self._id = 0  # its row in a saved crawl's state (0: none); kept by replace()
+        if callback is not None and not callable(callback):
+            raise TypeError(f"Request callback must be callable, got {callback!r}")
+        if errback is not None and not callable(errback):
+            raise TypeError(f"Request errback must be callable, got {errback!r}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            self._headers = {}
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: dict[str, str]) -> None:
+        self._headers = value
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
+
+    @property
+    def cb_kwargs(self) -> dict[str, Any]:
+        if self._cb_kwargs is None:
+            self._cb_kwargs = {}
+        return self._cb_kwargs
+
+    @cb_kwargs.setter
+    def cb_kwargs(self, value: dict[str, Any]) -> None:
+        self._cb_kwargs = value
+
+    def replace(self, **changes: Any) -> Request:
+        """Return a copy with ``changes`` applied (meta and headers are copied)."""
+        unknown = changes.keys() - self._PLAIN_FIELDS
+        if unknown:  # a field the constructor checks or converts
+            return self._rebuilt(changes)
+        new = _new(Request)
+        new.url, new.callback, new.method, new.body = self.url, self.callback, self.method, self.body
+        new.priority, new.dont_filter, new.errback = self.priority, self.dont_filter, self.errback
+        new.depth, new._id = self.depth, self._id
+        new._meta = dict(self._meta) if self._meta else None
+        new._headers = dict(self._headers) if self._headers else None
+        new._cb_kwargs = dict(self._cb_kwargs) if self._cb_kwargs else None
+        for name, value in changes.items():
+            setattr(new, name, value)
+        return new
+
+    def _rebuilt(self, changes: dict[str, Any]) -> Request:
+        unknown = changes.keys() - set(self._FIELDS)
+        if unknown:
+            raise TypeError(f"Request has no field {sorted(unknown)[0]!r}")
+        fields = {name: getattr(self, name) for name in self._FIELDS}
+        fields["meta"] = dict(self.meta)
+        fields["headers"] = dict(self.headers)
+        fields["cb_kwargs"] = dict(self.cb_kwargs)
+        fields.update(changes)
+        new = Request(**fields, _safe="url" not in changes)
+        new._id = self._id
+        return new
+
+    def __repr__(self) -> str:
+        return f"<Request {self.method} {self.url}>"
+
+
+class Response:
+    """A downloaded response.
+
+    ``url`` is the URL that was fetched (the last one, after redirects), without a
+    fragment: the fragment is never sent to the server, so the same page has one
+    ``url`` whichever ``#anchor`` the link that reached it carried. The request's
+    URL as written, fragment included, stays in ``request.url``.
+
+    ``text`` is decoded with the charset from the Content-Type header, a BOM,
+    an HTML ``<meta>`` declaration, then detection, in the order browsers use.
+    Selectors (``css``/``xpath``, lxml via parsel) and ``soup`` (BeautifulSoup
+    on lxml) are built lazily on first use.
+    """
+
+    __slots__ = ("__dict__", "body", "from_cache", "headers", "request", "status", "url")
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | CIMultiDictProxy[str] | None = None,
+        body: bytes = b"",
+        request: Request | None = None,
+        from_cache: bool = False,
+    ) -> None:
+        self.url = url.partition("#")[0]
+        self.status = status
+        self.from_cache = from_cache
+        self.headers: CIMultiDictProxy[str] = (
+            headers if isinstance(headers, CIMultiDictProxy) else CIMultiDictProxy(CIMultiDict(headers or {}))
+        )
+        self.body = body
+        self.request = request if request is not None else Request(url)
+
+    def __repr__(self) -> str:
+        return f"<Response {self.status} {self.url}>"
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The ``meta`` dict of the request that produced this response."""
+        return self.request.meta
+
+    @lazy
+    def encoding(self) -> str:
+        """The charset used to decode ``text``."""
+        if self._declared == "utf-8" and not self.body.startswith(_BOMS):
+            return "utf-8"  # known without decoding the body (lxml parses the bytes)
+        return self._decoded[0]
+
+    @lazy
+    def text(self) -> str:
+        """The body decoded to ``str``."""
+        return self._decoded[1]
+
+    @lazy
+    def _declared(self) -> str | None:
+        """The charset the Content-Type header, else the document, declares."""
+        content_type = self.headers.get("Content-Type", "")
+        declared = http_content_type_encoding(content_type) if "charset" in content_type.lower() else None
+        if declared is None:
+            start = self.body[:1024]
+            if b'charset="utf-8"' in start or b"charset=utf-8" in start or b'charset="UTF-8"' in start:
+                return "utf-8"  # by far the commonest declaration: skip the full scan
+            head = self.body[:4096].lower()
+            if b'charset="utf-8"' in head[:1024] or b"charset=utf-8" in head[:1024]:
+                declared = "utf-8"
+            elif b"charset" in head or b"encoding" in head:
+                declared = html_body_declared_encoding(self.body)
+        return declared
+
+    @lazy
+    def _decoded(self) -> tuple[str, str]:
+        body, declared = self.body, self._declared
+        content_type = self.headers.get("Content-Type", "")
+        if not body.startswith(_BOMS):
+            # UTF-8, declared or not, is most of the web: decode it directly.
+            if declared == "utf-8":
+                return "utf-8", body.decode("utf-8", "replace")
+            if declared is None:
+                try:
+                    return "utf-8", body.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+        return html_to_unicode(content_type, body, auto_detect_fun=_detect_encoding)
+
+    @lazy
+    def is_text(self) -> bool:
+        """False for a binary body (PDF, image, archive, font, media, octet stream: by its
+        Content-Type or, whatever the header says, by its first bytes); selectors refuse those."""
+        return self._binary_kind is None
+
+    @lazy
+    def _binary_kind(self) -> str | None:
+        """What makes the body binary (its media type, or what its bytes sniff as), or ``None``."""
+        return binary_kind(self.headers.get("Content-Type", ""), self.body)
+
+    def _require_text(self) -> None:
+        kind = self._binary_kind
+        if kind is not None:
+            raise NotTextResponse(self.url, kind)
+
+    @lazy
+    def _is_xml(self) -> bool:
+        ctype = self.headers.get("Content-Type", "")
+        return "xml" in ctype and "html" not in ctype
+
+    @lazy
+    def _root(self) -> Any:
+        return self._parsed(ids=False)
+
+    @lazy
+    def _root_with_ids(self) -> Any:
+        """The document parsed again with its id table, for XPath queries that call ``id()``."""
+        return self._parsed(ids=True)
+
+    def _parsed(self, *, ids: bool) -> Any:
+        self._require_text()
+        encoding = self.encoding
+        return parse_html(self.body, encoding, "" if encoding == "utf-8" else self.text, self.url, ids=ids)
+
+    def _tree(self, xpath: str) -> Any:
+        return self._root_with_ids if uses_id(xpath) else self._root
+
+    @lazy
+    def selector(self) -> Selector:
+        """The parsel ``Selector`` over the document (lxml underneath)."""
+        from parsel import Selector
+
+        self._require_text()
+        if self._is_xml:
+            return Selector(text=self.text, type="xml", base_url=self.url)
+        return Selector(root=self._root, type="html", base_url=self.url)
+
+    def css(self, query: str) -> SelectorList[Selector]:
+        """CSS query (with ``::text`` and ``::attr(name)``), e.g. ``css("h1::text").get()``."""
+        if self._is_xml:
+            return self.selector.css(query)
+        return wrap(compiled_css(query)(self._root), query)
+
+    def xpath(self, query: str, **variables: Any) -> SelectorList[Selector]:
+        """XPath query, e.g. ``xpath("//a/@href").getall()``; keywords are XPath variables."""
+        if self._is_xml:
+            return self.selector.xpath(query, **variables)
+        return wrap(compiled_xpath(query)(self._tree(query), **variables), query)
+
+    @lazy
+    def soup(self) -> BeautifulSoup:
+        """BeautifulSoup tree on the lxml parser, built on first access."""
+        from bs4 import BeautifulSoup
+
+        self._require_text()
+        return BeautifulSoup(self.text, "lxml")
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.text)
+
+    def urljoin(self, url: str) -> str:
+        """``url`` made absolute against this response's URL (or ``<base href>``)."""
+        base, origin = self._base
+        return join_url(base, origin, url)
+
+    @lazy
+    def _base(self) -> tuple[str, str]:
+        base = self.url
+        if _BASE_TAG.search(self.body, 0, 4096) and self.is_text:
+            href = self.css("base::attr(href)").get()
+            if href:
+                base = urljoin(self.url, href.strip())
+        scheme, _, rest = base.partition("://")
+        netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+        return base, f"{scheme}://{netloc}"
+
+    def follow(self, url: str | Selector, callback: Callback | None = None, **kwargs: Any) -> Request:
+        """A ``Request`` for a link: an href string or an ``<a>``/``<link>`` selector."""
+        href = _href(url)
+        return Request(self.urljoin(href), callback=callback, **kwargs)
+
+    def follow_all(
+        self,
+        urls: Iterable[str | Selector] | None = None,
+        callback: Callback | None = None,
+        *,
+        css: str | None = None,
+        xpath: str | None = None,
+        **kwargs: Any,
+    ) -> list[Request]:
+        """Requests for many links: given ``urls``, or the elements matched by ``css``/``xpath``.
+
+        Elements without an href and non-string hrefs are skipped.
+        """
+        if (urls is not None) + (css is not None) + (xpath is not None) != 1:
+            raise ValueError("follow_all() takes exactly one of urls, css or xpath")
+        found: Iterable[Any]
+        if css is not None and not self._is_xml and "::" not in css:
+            found = compiled_hrefs(css)(self._root)  # the hrefs themselves, without element objects
+        elif css is not None:
+            found = self.css(css) if self._is_xml else compiled_css(css)(self._root)
+        elif xpath is not None:
+            found = self.xpath(xpath) if self._is_xml else compiled_xpath(xpath)(self._tree(xpath))
+        else:
+            found = urls or ()
+        if callback is not None and not callable(callback):
+            raise TypeError(f"Request callback must be callable, got {callback!r}")
+        requests: list[Request] = []
+        append = requests.append
+        origin = self._base[1] if self._base[0] == self.url else None
+        for item in found:
+            if type(item) is not str:
+                item = item.get("href") if isinstance(item, etree._Element) else _href(item)
+                if not item:
+                    continue
+            href: str = item
+            if origin is None or not simple_path(href):
+                if href:
+                    append(Request(self.urljoin(href.strip()), callback=callback, **kwargs))
+            elif kwargs:
+                append(Request(origin + href, callback, _safe=True, **kwargs))
+            else:  # the common case: a plain link, already safe; built without the constructor's checks
+                request = _new(Request)
+                request.url = origin + href
+                request.callback = callback
+                request.method = "GET"
+                request.body = b""
+                request._headers = request._meta = request._cb_kwargs = request.errback = None
+                request.priority = request.depth = request._id = 0
+                request.dont_filter = False
+                append(request)
+        return requests
+
+
+def _href(link: Any) -> str:
+    if isinstance(link, str):
+        return link
+    root = getattr(link, "root", None)
+    if isinstance(root, str):  # a selector of an attribute or text node
+        return root.strip()
+    attrib = getattr(link, "attrib", None)
+    if attrib is not None:
+        return str(attrib.get("href", "")).strip()
+    raise TypeError(f"cannot follow {link!r}: expected a URL string or a link element")
+
+
+def _detect_encoding(body: bytes) -> str | None:
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(body[:65536]).best()
+    return best.encoding if best is not None else None

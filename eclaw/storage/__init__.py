@@ -1,0 +1,1 @@
+"""Where items go: file exporters (JSONL, JSON, CSV), Parquet, and the SQLite store with its runs table."""
