@@ -8,6 +8,7 @@ import glob
 import json
 import sqlite3
 import sys
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ async def test_rotation_and_placeholders(demo_url: str, tmp_path: Path) -> None:
 
 
 def store_rows(path: Path) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db:
         return db.execute("SELECT type, key, json_extract(data, '$.price') FROM items ORDER BY key").fetchall()
 
 
@@ -236,7 +237,7 @@ async def test_declared_items_are_validated_and_keyed(tmp_path: Path) -> None:
     }
     dead = read_jsonl("eclaw-dead-letter.jsonl")
     assert [d["stage"] for d in dead] == ["validation", "validation"] and dead[0]["item"]["sku"] == "c"
-    with sqlite3.connect(tmp_path / "t.sqlite") as db:
+    with closing(sqlite3.connect(tmp_path / "t.sqlite")) as db:
         assert db.execute("SELECT type, key FROM items ORDER BY key").fetchall() == [("Product", "a"), ("Product", "b")]
     with (tmp_path / "t.csv").open() as handle:
         rows = list(csv.DictReader(handle))
