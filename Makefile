@@ -1,10 +1,16 @@
-# Set-up and everyday commands. Everything lives in .venv; nothing is installed globally.
+# Set-up and everyday commands. Everything lives in .venv (and .venv-3.X for the other Pythons); nothing is installed globally.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Every Python the package supports (requires-python): make test runs the suite on each one the machine has,
+# .venv's own and, each in its .venv-3.X, the others.
+PYTHONS ?= 3.11 3.12 3.13
+VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+# $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
+python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test lint bench soak frontier cluster-bench clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint bench soak frontier cluster-bench clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +47,16 @@ report-check: $(STAMP)
 	  --screenshot=docs/report.png file://$$out/report.html 2>/dev/null && \
 	test $$(stat -c %s docs/report.png) -gt 20000 && echo "report rendered: docs/report.png ($$(stat -c %s docs/report.png) bytes)"
 
-## test: install, lint, type-check and run the whole test suite
-test: $(STAMP) test-servers lint
+## test: install, lint, type-check and run the whole test suite, on every Python of PYTHONS the machine has
+test: test-servers lint suite
+	@for v in $(filter-out $(VENV_VERSION),$(PYTHONS)); do \
+	  if $(call python,$$v) -c "" 2>/dev/null; then \
+	    $(MAKE) --no-print-directory suite VENV=.venv-$$v PYTHON="$(call python,$$v)" || exit 1; \
+	  else echo "python$$v not found: skipped"; fi; \
+	done
+
+# The suite alone, in $(VENV) (created and installed as .venv is, from $(PYTHON)).
+suite: $(STAMP)
 	$(BIN)/python -m pytest
 
 # Real servers the tests start themselves (a forward proxy, Redis), from Debian's packages.
@@ -80,4 +94,4 @@ cluster-bench: $(STAMP) test-servers
 	$(BIN)/python -m bench.cluster $(CLUSTER_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl
+	rm -rf $(VENV) .venv-* build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl

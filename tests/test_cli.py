@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 from pathlib import Path
 
 import aiohttp
@@ -68,7 +69,7 @@ async def test_without_output_items_go_to_the_store_and_runs_are_listed(demo_url
         code, stdout, stderr = await eclaw("crawl", SHOP, "-a", f"base_url={demo_url}", "--log-level", "WARNING")
         assert code == 0, stderr
         assert "items written to eclaw-data/shop.sqlite" in stdout
-    with sqlite3.connect(tmp_path / "eclaw-data" / "shop.sqlite") as db:
+    with closing(sqlite3.connect(tmp_path / "eclaw-data" / "shop.sqlite")) as db:
         assert db.execute("SELECT count(*), count(DISTINCT json_extract(data, '$.sku')) FROM items").fetchone() == (
             500,
             500,

@@ -259,10 +259,12 @@ async def crawl_with_signals(
         except (NotImplementedError, RuntimeError):  # not the main thread / platform
             pass
     progress = None if quiet else asyncio.create_task(Progress(crawl.sample).run())
-    thresholds = gc.get_threshold()
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
     # The crawl makes and drops many short-lived objects (requests, responses): collect the young
-    # generation every 20,000 allocations, not 700, and leave what start-up made out of full collections.
-    gc.freeze()
+    # generation every 20,000 allocations, not 700, and leave what start-up made out of full collections
+    # (unless objects are frozen already, as Python 3.12 starts: unfreeze would thaw them too).
+    if not frozen:
+        gc.freeze()
     gc.set_threshold(max(thresholds[0], 20000), *thresholds[1:])
     try:
         async with engine:
@@ -271,7 +273,8 @@ async def crawl_with_signals(
         raise KeyboardInterrupt from None
     finally:
         gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        if not frozen:
+            gc.unfreeze()
         if progress is not None:
             progress.cancel()
         for signum in installed:

@@ -21,6 +21,7 @@ import sqlite3
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,34 +181,39 @@ class _Run:
     # -- running ----------------------------------------------------------------------
 
     async def run(self) -> dict[str, TaskRecord]:
-        log_path = self._open_log()
-        status = "failed"
-        try:
-            logger.info(
-                "flow %s run key %s: %d tasks (log %s)", self.flow.name, self.run_key, len(self.order), log_path
-            )
-            tasks = [asyncio.create_task(self._task(name)) for name in self.order]
+        with closing(self.db):  # on every path: a log that cannot be opened, a last write that fails
+            log_path = self._open_log()
+            status = "failed"
             try:
-                async with asyncio.timeout(self.flow.timeout):
-                    await asyncio.gather(*tasks)
-            except TimeoutError:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                logger.error("flow timed out after %ss", self.flow.timeout)
-                for record in self.records.values():
-                    if record.state in ("pending", "running"):
-                        self._end(record, "failed", "flow timed out")
-            status = "success" if all(r.state in ("success", "skipped") for r in self.records.values()) else "failed"
-            logger.info("flow %s run key %s: %s (%s)", self.flow.name, self.run_key, status, self._counts())
-        finally:
-            with self.db:
-                self.db.execute(
-                    "UPDATE flow_runs SET finished_at = ?, status = ? WHERE id = ?", (time.time(), status, self.run_id)
+                logger.info(
+                    "flow %s run key %s: %d tasks (log %s)", self.flow.name, self.run_key, len(self.order), log_path
                 )
-            self.db.close()
-            self._close_log()
+                status = await self._run_tasks()
+                logger.info("flow %s run key %s: %s (%s)", self.flow.name, self.run_key, status, self._counts())
+            finally:
+                self._close_log()
+                with self.db:
+                    self.db.execute(
+                        "UPDATE flow_runs SET finished_at = ?, status = ? WHERE id = ?",
+                        (time.time(), status, self.run_id),
+                    )
         return self.records
+
+    async def _run_tasks(self) -> str:
+        """Run every task, within the flow's timeout; the flow's status."""
+        tasks = [asyncio.create_task(self._task(name)) for name in self.order]
+        try:
+            async with asyncio.timeout(self.flow.timeout):
+                await asyncio.gather(*tasks)
+        except TimeoutError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            logger.error("flow timed out after %ss", self.flow.timeout)
+            for record in self.records.values():
+                if record.state in ("pending", "running"):
+                    self._end(record, "failed", "flow timed out")
+        return "success" if all(r.state in ("success", "skipped") for r in self.records.values()) else "failed"
 
     def _counts(self) -> str:
         counts: dict[str, int] = {}

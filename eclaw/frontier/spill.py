@@ -46,14 +46,18 @@ class SpillQueue:
     def _open(self) -> sqlite3.Connection:
         self._dir = Path(tempfile.mkdtemp(prefix="eclaw-frontier-"))
         db = sqlite3.connect(self._dir / "frontier.sqlite", isolation_level=None)
-        db.execute("PRAGMA journal_mode=OFF")
-        db.execute("PRAGMA synchronous=OFF")
-        db.execute(
-            "CREATE TABLE queue (id INTEGER PRIMARY KEY, host TEXT NOT NULL, priority INTEGER NOT NULL,"
-            " record TEXT NOT NULL)"
-        )
-        db.execute("CREATE INDEX queue_order ON queue (priority DESC, id)")
-        db.execute("CREATE INDEX queue_by_host ON queue (host, priority DESC, id)")
+        try:
+            db.execute("PRAGMA journal_mode=OFF")
+            db.execute("PRAGMA synchronous=OFF")
+            db.execute(
+                "CREATE TABLE queue (id INTEGER PRIMARY KEY, host TEXT NOT NULL, priority INTEGER NOT NULL,"
+                " record TEXT NOT NULL)"
+            )
+            db.execute("CREATE INDEX queue_order ON queue (priority DESC, id)")
+            db.execute("CREATE INDEX queue_by_host ON queue (host, priority DESC, id)")
+        except BaseException:  # a full disk: the caller gets the error, not an open file ``close`` cannot see
+            db.close()
+            raise
         return db
 
     def put(self, requests: Sequence[Request]) -> list[Request]:

@@ -18,9 +18,13 @@ def connect(path: Path, schema: str, busy_timeout: float = 5.0) -> sqlite3.Conne
     """Open (creating its directory) a WAL-mode database with ``schema`` applied."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, check_same_thread=False, timeout=busy_timeout)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.executescript(schema)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(schema)
+    except BaseException:  # not a database, a read-only file, a schema that does not apply
+        db.close()
+        raise
     return db
 
 
@@ -34,7 +38,14 @@ class SqliteWriter:
 
     async def start(self, path: Path, schema: str, busy_timeout: float = 5.0) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-        self.db = await self.run(connect, path, schema, busy_timeout)
+        opening = self._executor.submit(connect, path, schema, busy_timeout)
+        try:
+            self.db = await asyncio.wrap_future(opening)
+        except BaseException:  # failed or cancelled: no thread and no connection are left behind
+            await self.stop()  # waits for a connect under way: what it opened is closed here
+            if not opening.cancelled() and opening.exception() is None:
+                opening.result().close()
+            raise
 
     async def run(self, func: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)

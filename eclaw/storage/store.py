@@ -26,6 +26,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -242,12 +243,15 @@ class SqliteStore:
 
 
 class RunLog:
-    """The ``runs`` table: one row per crawl, with its stats and data-quality profile."""
+    """The ``runs`` table: one row per crawl, with its stats and data-quality profile.
+
+    Each of :meth:`start` and :meth:`finish` opens the file and closes it again,
+    so a crawl that never finishes leaves no connection behind.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.template = str(path)
         self.path = Path(path)
-        self._db: sqlite3.Connection | None = None
         self.run_id: int | None = None
 
     async def start(self, spider: str, run_key: str, settings_digest: str) -> dict[str, Any] | None:
@@ -256,17 +260,17 @@ class RunLog:
         return await asyncio.to_thread(self._start, spider, run_key, settings_digest)
 
     def _start(self, spider: str, run_key: str, digest: str) -> dict[str, Any] | None:
-        self._db = db = connect(self.path)
-        row = db.execute(
-            "SELECT profile FROM runs WHERE spider = ? AND finish_reason = 'finished' AND profile IS NOT NULL"
-            " ORDER BY id DESC LIMIT 1",
-            (spider,),
-        ).fetchone()
-        with db:
-            cursor = db.execute(
-                "INSERT INTO runs (spider, run_key, started_at, settings_digest) VALUES (?, ?, ?, ?)",
-                (spider, run_key, time.time(), digest),
-            )
+        with closing(connect(self.path)) as db:
+            row = db.execute(
+                "SELECT profile FROM runs WHERE spider = ? AND finish_reason = 'finished' AND profile IS NOT NULL"
+                " ORDER BY id DESC LIMIT 1",
+                (spider,),
+            ).fetchone()
+            with db:
+                cursor = db.execute(
+                    "INSERT INTO runs (spider, run_key, started_at, settings_digest) VALUES (?, ?, ?, ?)",
+                    (spider, run_key, time.time(), digest),
+                )
         self.run_id = cursor.lastrowid
         return json.loads(row[0]) if row else None
 
@@ -274,25 +278,21 @@ class RunLog:
         await asyncio.to_thread(self._finish, stats, profile, warnings)
 
     def _finish(self, stats: dict[str, Any], profile: dict[str, Any], warnings: list[str]) -> None:
-        if self._db is None:
+        if self.run_id is None:
             return
-        try:
-            with self._db:
-                self._db.execute(
-                    "UPDATE runs SET finished_at = ?, finish_reason = ?, stats = ?, profile = ?, warnings = ?"
-                    " WHERE id = ?",
-                    (
-                        time.time(),
-                        stats.get("finish_reason"),
-                        json.dumps(stats, default=str),
-                        json.dumps(profile),
-                        json.dumps(warnings),
-                        self.run_id,
-                    ),
-                )
-        finally:
-            self._db.close()
-            self._db = None
+        with closing(connect(self.path)) as db, db:  # one transaction, then the file is closed
+            db.execute(
+                "UPDATE runs SET finished_at = ?, finish_reason = ?, stats = ?, profile = ?, warnings = ?"
+                " WHERE id = ?",
+                (
+                    time.time(),
+                    stats.get("finish_reason"),
+                    json.dumps(stats, default=str),
+                    json.dumps(profile),
+                    json.dumps(warnings),
+                    self.run_id,
+                ),
+            )
 
 
 def list_runs(path: str | Path) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 from eclaw.testing import serve
@@ -68,9 +69,8 @@ def assert_exactly_once(tmp: Path) -> None:
     with (tmp / "items.csv").open(newline="") as file:
         rows = [int(row["page"]) for row in csv.DictReader(file)]
     assert sorted(rows) == sorted(parsed)
-    db = sqlite3.connect(tmp / "items.sqlite")
-    stored = [json.loads(data)["page"] for (data,) in db.execute("SELECT data FROM items")]
-    db.close()
+    with closing(sqlite3.connect(tmp / "items.sqlite")) as db:
+        stored = [json.loads(data)["page"] for (data,) in db.execute("SELECT data FROM items")]
     assert sorted(stored) == sorted(parsed)
     failures = [json.loads(line)["url"] for line in (tmp / "failures.jsonl").read_text().splitlines()]
     assert sorted(int(url.rsplit("/", 1)[1].partition("#")[0]) for url in failures) == sorted(failed)

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +136,8 @@ async def test_a_corrupt_state_is_a_clear_error(tmp_path: Path, damage: bytes) -
         state = CrawlState(tmp_path / "state", StateSpider())
         await state.open(lambda: None)
         await state.close()
-        db = sqlite3.connect(tmp_path / "state" / "state.sqlite")
-        db.execute("INSERT INTO meta VALUES ('stats', '{not json')")
-        db.commit()
-        db.close()
+        with closing(sqlite3.connect(tmp_path / "state" / "state.sqlite")) as db, db:
+            db.execute("INSERT INTO meta VALUES ('stats', '{not json')")
     with pytest.raises(ConfigError, match=r"state dir .* is corrupt \(.*\); remove it to start the crawl over"):
         await engine(tmp_path).crawl(StateSpider)
 
