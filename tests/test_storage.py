@@ -20,10 +20,10 @@ import pytest
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.cli import main as cli_main
-from eclaw.storage import sqlite
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
 from eclaw.items import Item
+from eclaw.storage import sqlite
 from eclaw.storage.files import exporter_for
 from eclaw.storage.store import SqliteStore, list_runs
 from eclaw.testing import collect
