@@ -18,7 +18,7 @@ from bench.site import render
 from eclaw import Engine, Request, Response, Settings, Spider
 from eclaw.events import Event
 from eclaw.frontier.scheduler import DefaultScheduler
-from eclaw.http.urls import fingerprint
+from eclaw.frontier.base import fingerprint
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,6 +1,6 @@
-"""The middleware contract: one awaited call around the download.
+"""What a plug-in implements, and what it sees of the crawl.
 
-A middleware is any object or function with this signature::
+**Middleware**: one awaited call around the download, any object or function::
 
     async def my_middleware(request: Request, call_next: Fetch) -> Response
 
@@ -11,21 +11,28 @@ A middleware is any object or function with this signature::
 - response phase: code after ``call_next`` returns; return the response (or a
   different one);
 - failure phase: ``except DownloadError`` around ``call_next`` (``HttpError``
-  carries the response of a status the spider does not handle).
-
+  carries the response of a status the spider does not handle);
 - retry: raise ``RetryRequest(request, delay=..., reason=...)``; the crawl
   frees the slot and schedules ``request`` again after ``delay``.
 
 Middlewares are configured as a list: the first is the outermost, so it sees
-the request first and the response last. A middleware object may also define
-``async def open(self, crawl: CrawlContext)`` (called when a crawl starts,
-before any request) and ``async def close(self)`` (when it ends).
+the request first and the response last.
+
+**Pipeline / output**: ``async def process_item(item, spider) -> item`` (or an
+async function of the same shape).
+
+Capabilities are declared by implementing a Protocol, never guessed:
+
+- the lifecycle, :class:`Opens` (``open(crawl)`` before the first request) and
+  :class:`Closes` (``close()`` at the end): middlewares, pipelines and outputs alike;
+- :class:`Resumable` (``checkpoint()``, ``restore(saved)``, ``flush()``): an
+  output a crawl saved with ``--state`` continues exactly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.http.message import Request, Response
 
@@ -34,9 +41,10 @@ if TYPE_CHECKING:
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 
-__all__ = ["CrawlContext", "Fetch", "Middleware", "chain"]
+__all__ = ["Closes", "CrawlContext", "Fetch", "Handler", "ItemPipeline", "Middleware", "Opens", "Resumable", "Watcher"]
 
 Fetch = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Any], Awaitable[None] | None]  # an event handler: async, or plain for quick bookkeeping
 
 
 class Middleware(Protocol):
@@ -46,7 +54,7 @@ class Middleware(Protocol):
 
 
 class CrawlContext(Protocol):
-    """What a middleware's ``open()`` gets: the running crawl, seen from outside."""
+    """The running crawl, as a plug-in or an event handler sees it."""
 
     @property
     def spider(self) -> Spider: ...
@@ -61,8 +69,13 @@ class CrawlContext(Protocol):
     def run_id(self) -> str:
         """This run's id (in log lines and the files of record)."""
 
-    def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
-        """``output`` could not write ``items`` it had accepted (a failed batch): dead-letter them for it."""
+    @property
+    def queued(self) -> int:
+        """Requests waiting in the frontier."""
+
+    @property
+    def in_flight(self) -> int:
+        """Downloads under way."""
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         """Politeness: ``seconds`` between two downloads from ``host`` (``None``: every host
@@ -71,19 +84,58 @@ class CrawlContext(Protocol):
     def stop(self, reason: str) -> None:
         """Stop the crawl gracefully."""
 
+    def emit(self, event: Any) -> None:
+        """Publish an event (an ``EngineIdle`` handler adding a ``RequestGenerated``, say)."""
 
-def chain(middlewares: Sequence[Middleware], fetch: Fetch) -> Fetch:
-    """Wrap ``fetch`` in ``middlewares`` once; the first is the outermost."""
-    handler = fetch
-    for middleware in reversed(middlewares):
-        if not callable(middleware):
-            raise TypeError(f"middleware {middleware!r} is not callable")
-        handler = _bind(middleware, handler)
-    return handler
+    def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
+        """``output`` could not write ``items`` it had accepted (a failed batch): dead-letter them for it."""
 
 
-def _bind(middleware: Middleware, call_next: Fetch) -> Fetch:
-    def call(request: Request) -> Awaitable[Response]:
-        return middleware(request, call_next)  # the middleware's own coroutine: no wrapper frame to resume
+@runtime_checkable
+class Opens(Protocol):
+    """The lifecycle's start, for a middleware, a pipeline or an output: ``open(crawl)`` before the
+    first request. One of the two halves of the lifecycle (implement either, or both)."""
 
-    return call
+    async def open(self, crawl: CrawlContext) -> None: ...
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """The lifecycle's end: ``close()`` when the crawl ends (in reverse order of opening);
+    flush what is buffered."""
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ItemPipeline(Protocol):
+    """Changes, drops (``DropItem``) or stores an item; returns it to pass it on."""
+
+    async def process_item(self, item: Any, spider: Spider) -> Any: ...
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """An output a saved crawl (``--state``) continues exactly: no item lost, none twice."""
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        """Where the output stands (its committed length...), taken at the checkpoint's barrier."""
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Before ``open``: go back to what ``checkpoint`` returned (cut off what came after)."""
+
+    async def flush(self) -> None:
+        """Make what was written so far durable before a checkpoint records it."""
+
+
+
+
+class Watcher(Protocol):
+    """Watches a crawl through its events, like any subscriber, from its start to its end:
+    the trace, metrics, the quality profile."""
+
+    def subscriptions(self) -> list[tuple[type[Any], Handler]]: ...
+
+    async def open(self, crawl: CrawlContext) -> None: ...
+
+    async def close(self) -> None: ...

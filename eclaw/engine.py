@@ -3,33 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import copy as copy_module
-import inspect
 import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from eclaw.cluster.frontier import RedisScheduler
-from eclaw.cluster.sink import ClusterSink
 from eclaw.contracts import Middleware
-from eclaw.core.crawl import Crawl, Handler
+from eclaw.core.bus import Handler
+from eclaw.core.crawl import Crawl
 from eclaw.core.parser import CallbackParser, Parser
-from eclaw.core.pipeline import ItemPipeline, as_pipeline
-from eclaw.core.state import CrawlState
-from eclaw.downloaders.plain import Downloader, HttpDownloader
+from eclaw.core.parts import Assembly
+from eclaw.downloaders.base import Downloader
+from eclaw.downloaders.plain import HttpDownloader
 from eclaw.events import Event
 from eclaw.exceptions import ConfigError
-from eclaw.frontier.scheduler import DefaultScheduler, Scheduler
-from eclaw.middlewares import Defaults, defaults
-from eclaw.observe.quality import RunRecorder
+from eclaw.frontier.base import Scheduler
+from eclaw.frontier.scheduler import DefaultScheduler
 from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
 from eclaw.stats import Stats
-from eclaw.storage.files import exporter_for, resolve_path
-from eclaw.storage.parquet import ParquetExporter
-from eclaw.storage.store import RunLog
 
 __all__ = ["Engine", "ItemStream"]
 
@@ -37,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Event)
 SpiderArg = type[Spider] | Spider
-EventHandler = Callable[[E], Awaitable[None]]
+EventHandler = Callable[[E], Awaitable[None] | None]
 
 
 class Engine:
@@ -87,24 +80,16 @@ class Engine:
         if state_dir is not None:
             self._overrides["state_dir"] = str(state_dir)
         self.settings.replace(self._overrides)  # fail now on a bad override
-        self._middlewares = None if middlewares is None else list(middlewares)
-        for middleware in self._middlewares or ():
-            if not callable(middleware):
-                raise ConfigError(f"middleware {middleware!r} is not callable (expected mw(request, call_next))")
-        self._pipelines = [p if isinstance(p, type) else as_pipeline(p) for p in pipelines]
-        self._outputs = list(outputs)
-        self._store = store
-        effective = self.settings.replace(self._overrides)
-        names = set()
-        for output in self._outputs:
-            if isinstance(output, str | Path):
-                exporter_for(output, **_output_options(effective))  # fail now on a bad format or option
-                if str(output) in names:
-                    raise ConfigError(f"output {output} is given twice")
-                names.add(str(output))
-        self._make_scheduler = scheduler
-        self._make_downloader = downloader
-        self._parser = parser if parser is not None else CallbackParser()
+        self._assembly = Assembly(
+            middlewares=None if middlewares is None else list(middlewares),
+            pipelines=list(pipelines),
+            outputs=list(outputs),
+            store=store,
+            scheduler=scheduler,
+            downloader=downloader,
+            parser=parser if parser is not None else CallbackParser(),
+        )
+        self._assembly.check(self.settings.replace(self._overrides))
         self._subs: dict[type[Event], list[tuple[int, int, Handler]]] = {}
         self._seq = itertools.count()
         self._frozen = False
@@ -114,21 +99,21 @@ class Engine:
     # -- subscriptions --------------------------------------------------------------
 
     def subscribe(self, kind: type[E], handler: EventHandler[E], *, priority: int = 0) -> Callable[[], None]:
-        """Call ``await handler(event)`` for every event of type ``kind`` (or a subclass).
+        """Call ``handler(event)`` for every event of type ``kind`` (or a subclass).
 
-        Handlers run in ``priority`` order (lower first), then in order of
-        subscription, before the component that owns the event. A handler
-        that raises is logged and counted (``stats.handler_errors``); the crawl
-        goes on. Returns a function that unsubscribes. Subscribing after the
-        engine started raises ``RuntimeError``.
+        ``handler`` is an async function (awaited), or a plain one for quick bookkeeping
+        (called; it must not block). Handlers run in ``priority`` order (lower first), then
+        in order of subscription, before the component that owns the event, in the task
+        that published it. A handler that raises is logged and counted
+        (``stats.handler_errors``); the crawl goes on. Returns a function that
+        unsubscribes. Subscribing after the engine started raises ``RuntimeError``.
         """
         if self._frozen:
             raise RuntimeError("cannot subscribe after the engine started")
         if not (isinstance(kind, type) and issubclass(kind, Event)):
             raise TypeError(f"subscribe() needs an Event class, got {kind!r}")
-        call = getattr(handler, "__call__", None)  # noqa: B004 - async __call__ objects count
-        if not (inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)):
-            raise TypeError(f"handler {handler!r} must be an async function")
+        if not callable(handler):
+            raise TypeError(f"handler {handler!r} is not callable")
         entry = (priority, next(self._seq), handler)
         self._subs.setdefault(kind, []).append(entry)
 
@@ -176,63 +161,14 @@ class Engine:
         """Build (but do not start) a crawl of ``spider``; validates everything first."""
         return self._prepare(spider, spider_args, {})
 
-    def _prepare(self, spider: SpiderArg, spider_args: dict[str, Any], extra: dict[str, ItemPipeline]) -> Crawl:
+    def _prepare(self, spider: SpiderArg, spider_args: dict[str, Any], extra: dict[str, Any]) -> Crawl:
         self._frozen = True
         instance = _instantiate(spider, spider_args)
         try:
             settings = self.settings.replace(instance.custom_settings).replace(self._overrides)
         except ConfigError as exc:
             raise ConfigError(f"spider {instance.name!r}: {exc}") from None
-        if settings.scheduler_url and self._make_scheduler is DefaultScheduler:
-            scheduler: Scheduler = RedisScheduler(settings.scheduler_url)
-        else:
-            scheduler = self._make_scheduler()
-        outputs = self._outputs_for(instance, settings) | extra
-        if isinstance(scheduler, RedisScheduler):  # a Redis frontier: items and stats go to Redis too
-            if settings.state_dir:
-                raise ConfigError("state_dir and scheduler_url do not mix: a Redis crawl keeps its state in Redis")
-            outputs["redis"] = ClusterSink(scheduler)
-        pipelines = [as_pipeline(p) for p in per_crawl(instance.pipelines, "pipeline")]
-        return Crawl(
-            instance,
-            settings,
-            scheduler=scheduler,
-            downloader=self._make_downloader(),
-            parser=self._parser,
-            middlewares=[*self._middlewares_for(settings), *per_crawl(instance.middlewares, "middleware")],
-            pipelines=pipelines + [as_pipeline(p) for p in per_crawl(self._pipelines, "pipeline", copy=False)],
-            outputs=outputs,
-            handlers=self._handlers_for,
-            runs=RunRecorder(RunLog(self._store)) if self._store else None,
-            state=_state_for(instance, settings, outputs),
-        )
-
-    def _outputs_for(self, spider: Spider, settings: Settings) -> dict[str, ItemPipeline]:
-        """This crawl's outputs by name: a fresh exporter per path (checked writable), the objects given."""
-        options = _output_options(settings)
-        outputs: dict[str, ItemPipeline] = {}
-        for output in self._outputs:
-            if isinstance(output, str | Path):
-                name = str(resolve_path(output, spider.name, settings.run_key))
-                outputs[name] = exporter_for(output, spider.name, **options)
-            else:
-                outputs[repr(output)] = as_pipeline(output)
-        return outputs
-
-    def _middlewares_for(self, settings: Settings) -> list[Middleware]:
-        """The engine's middlewares for a crawl with ``settings``: ``defaults()`` in the list (or no list)
-        stands for the defaults those settings give, made fresh for the crawl; a class is instantiated."""
-        given = self._middlewares if self._middlewares is not None else [Defaults()]
-        chain: list[Middleware] = []
-        for middleware in given:
-            if not isinstance(middleware, Defaults):
-                chain += per_crawl([middleware], "middleware", copy=False)
-                continue
-            try:
-                chain += defaults(settings)  # fresh per crawl: proxy health, robots rules...
-            except (ConfigError, OSError, ValueError) as exc:
-                raise ConfigError(f"middleware settings: {exc}") from None
-        return chain
+        return Crawl(self._assembly.parts(instance, settings, extra), self._handlers_for)
 
     async def crawl(self, spider: SpiderArg, **spider_args: Any) -> Stats:
         """Run a crawl of ``spider`` to the end and return its :class:`Stats`.
@@ -261,15 +197,6 @@ class Engine:
         return ItemStream(self, spider, buffer, spider_args)
 
 
-def _output_options(settings: Settings) -> dict[str, Any]:
-    return {
-        "run_key": settings.run_key,
-        "batch_items": settings.output_batch_items,
-        "batch_bytes": settings.output_batch_bytes,
-        "partition_by": tuple(f.strip() for f in settings.output_partition_by.split(",") if f.strip()),
-    }
-
-
 def _instantiate(spider: SpiderArg, args: dict[str, Any]) -> Spider:
     if isinstance(spider, type) and issubclass(spider, Spider):
         return make_spider(spider, args)
@@ -278,43 +205,6 @@ def _instantiate(spider: SpiderArg, args: dict[str, Any]) -> Spider:
             raise TypeError("spider arguments need a Spider class, not an instance")
         return spider
     raise ConfigError(f"not a Spider subclass: {spider!r}")
-
-
-def _state_for(spider: Spider, settings: Settings, outputs: dict[str, ItemPipeline]) -> CrawlState | None:
-    if not settings.state_dir:
-        return None
-    for output in outputs.values():
-        if isinstance(output, ParquetExporter):
-            raise ConfigError(
-                f"{output!r}: Parquet files cannot be resumed; with --state write .jsonl, .csv or"
-                " .sqlite (and convert once the crawl is done)"
-            )
-    return CrawlState(
-        resolve_path(settings.state_dir, spider.name, settings.run_key),
-        spider,
-        interval=settings.checkpoint_interval,
-        max_new=settings.checkpoint_requests,
-    )
-
-
-def per_crawl(objects: Iterable[Any], kind: str, *, copy: bool = True) -> list[Any]:
-    """Each crawl's own middlewares or pipelines: a class is instantiated; an object is deep-copied
-    when ``copy`` (a spider's lists are class attributes, shared by every crawl of the spider)."""
-    own = []
-    for obj in objects:
-        if isinstance(obj, type):
-            own.append(obj())
-        elif not copy or inspect.isfunction(obj) or inspect.ismethod(obj):
-            own.append(obj)
-        else:
-            try:
-                own.append(copy_module.deepcopy(obj))
-            except Exception as exc:
-                raise ConfigError(
-                    f"{kind} {obj!r} cannot be copied for each crawl ({type(exc).__name__}: {exc}):"
-                    " list its class instead (one instance per crawl)"
-                ) from None
-    return own
 
 
 class ItemStream:
@@ -359,12 +249,6 @@ class _QueueSink:
     def __repr__(self) -> str:
         return "ItemStream"
 
-    async def open(self, spider: Spider) -> None:
-        return None
-
     async def process_item(self, item: Any, spider: Spider) -> Any:
         await self._queue.put(item)
         return item
-
-    async def close(self, spider: Spider) -> None:
-        return None

@@ -4,9 +4,13 @@ Errors::
 
     EclawError
     ├── ConfigError (ValueError)        bad setting, bad spider, bad CLI input
-    │   └── SpiderLoadError             spider file missing, broken, or spider-less
+    │   ├── SpiderLoadError             spider file missing, broken, or spider-less
+    │   └── FlowError                   a flow that cannot run as defined (a cycle, an unknown dependency)
     ├── InvalidURL (ValueError)         a URL eclaw cannot fetch
     ├── NotTextResponse (TypeError)     selectors used on a binary response (PDF, image, archive...)
+    ├── NotSerialisable (ValueError)    a request that cannot be saved as JSON (a lambda callback...)
+    ├── RedisLost                       Redis unreachable for longer than ``lease_timeout``: the worker pauses
+    ├── TaskFailed                      a flow task's own way to fail with a message
     └── DownloadError                   one download went wrong
         ├── ConnectError (ConnectionError)
         │   ├── ConnectionLost          the peer reset or closed mid-response
@@ -31,16 +35,13 @@ Control flow (not errors; raise them to steer a crawl)::
     CloseSpider(reason)     stop the crawl gracefully from a callback
     RetryRequest(...)       a middleware asks for another attempt after a delay
 
-aiohttp errors are translated into this tree in :mod:`eclaw.downloader`, the one
-place that talks to aiohttp's client.
+aiohttp errors are translated into this tree in :mod:`eclaw.downloaders.plain`,
+the one place that talks to aiohttp's client.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from eclaw.http.message import Request, Response
+from typing import Any
 
 __all__ = [
     "BadRequest",
@@ -53,18 +54,22 @@ __all__ = [
     "DownloadTimeout",
     "DropItem",
     "EclawError",
+    "FlowError",
     "HttpError",
     "IgnoreRequest",
     "InvalidURL",
+    "NotSerialisable",
     "NotTextResponse",
     "ProxyError",
     "RedirectError",
     "RedirectLoop",
+    "RedisLost",
     "ResponseTooLarge",
     "RetryRequest",
     "SpiderLoadError",
     "TLSCertificateError",
     "TLSError",
+    "TaskFailed",
     "TooManyRedirects",
     "TruncatedResponse",
     "UnsupportedRedirect",
@@ -81,6 +86,22 @@ class ConfigError(EclawError, ValueError):
 
 class SpiderLoadError(ConfigError):
     """A spider file could not be loaded, or holds no (or no such) spider."""
+
+
+class FlowError(ConfigError):
+    """The flow cannot run as defined: a cycle, an unknown or self dependency, a duplicate name."""
+
+
+class NotSerialisable(EclawError, ValueError):
+    """The request holds something that cannot be written as JSON (a lambda callback, an object in meta)."""
+
+
+class RedisLost(EclawError):
+    """Redis stayed unreachable longer than ``lease_timeout``: the crawl pauses (its frontier is safe in Redis)."""
+
+
+class TaskFailed(EclawError):
+    """A flow task's own way to fail with a message (no traceback needed)."""
 
 
 class InvalidURL(EclawError, ValueError):
@@ -195,7 +216,7 @@ class UnsupportedRedirect(RedirectError):
 class HttpError(DownloadError):
     """The response status is one the spider does not handle (404, 500, ...)."""
 
-    def __init__(self, response: Response) -> None:
+    def __init__(self, response: Any) -> None:  # an eclaw Response (this module imports nothing of eclaw's)
         super().__init__(f"HTTP {response.status} for {response.url}")
         self.response = response
         self.status = response.status
@@ -234,7 +255,8 @@ class RetryRequest(Exception):
     scheduler when the delay is over. ``error`` is what went wrong.
     """
 
-    def __init__(self, request: Request, *, delay: float, reason: str, error: BaseException | None = None) -> None:
+    def __init__(self, request: Any, *, delay: float, reason: str, error: BaseException | None = None) -> None:
+        # ``request``: the eclaw Request to send again
         super().__init__(f"retry {request.url} in {delay:.2f}s ({reason})")
         self.request = request
         self.delay = delay

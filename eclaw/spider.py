@@ -7,17 +7,13 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
 from eclaw.http.message import Request, Response
-
-if TYPE_CHECKING:
-    from eclaw.contracts import Middleware
-    from eclaw.core.pipeline import ItemPipeline
 
 __all__ = ["Spider", "load_spider", "load_spiders", "make_spider"]
 
@@ -51,8 +47,8 @@ class Spider:
     start_urls: Sequence[str] = ()
     allowed_domains: Sequence[str] = ()
     custom_settings: ClassVar[Mapping[str, Any]] = {}
-    middlewares: Sequence[Middleware] = ()
-    pipelines: Sequence[ItemPipeline] = ()
+    middlewares: Sequence[Callable[..., Any]] = ()  # eclaw.contracts.Middleware (or its class)
+    pipelines: Sequence[Any] = ()  # eclaw.contracts.ItemPipeline, an async function (or a class)
     handle_httpstatus_list: Sequence[int] = ()
     item_key: Sequence[str] = ()
     required_fields: Sequence[str] = ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["Stats"]
@@ -64,7 +65,7 @@ class Stats:
         self.requests_dropped += 1
         self.dropped_by_reason[reason] += 1
 
-    def add_dropped_batch(self, reasons: list[str | None]) -> None:
+    def add_dropped_batch(self, reasons: Sequence[str | None]) -> None:
         """Count the drops of one enqueued batch (``None``: accepted), in C where it can: most are duplicates."""
         dropped = len(reasons) - reasons.count(None)
         if dropped:

@@ -14,7 +14,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from eclaw.contracts import Fetch
 from eclaw.exceptions import CacheMiss, ConfigError
 from eclaw.http.message import Request, Response
-from eclaw.http.urls import fingerprint
+from eclaw.frontier.base import fingerprint
 from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:

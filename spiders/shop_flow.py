@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eclaw import Response, Spider
-from eclaw.flows.flow import Context, Flow, TaskFailed
+from eclaw.flows import Context, Flow, TaskFailed
 
 flow = Flow("shop", concurrency=2)
 

@@ -330,7 +330,7 @@ async def test_cli_crawl_tunes_gc_while_it_runs_and_restores_it(demo_url: str) -
     import gc
 
     from eclaw import Engine, Response, Settings, Spider
-    from eclaw.cli.main import crawl_with_signals
+    from eclaw.cli.crawl import crawl_with_signals
 
     seen: list[tuple[int, int, int]] = []
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eclaw import Response, Settings, Spider
-from eclaw.cli.main import main
+from eclaw.cli import main
 from eclaw.observe.report import lifecycle, read_trace
 from eclaw.stats import Stats
 from eclaw.testing import collect, serve

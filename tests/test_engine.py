@@ -185,7 +185,7 @@ async def test_pipeline_drop_and_error_go_to_dead_letter(demo_url: str, tmp_path
     from eclaw.demo.shop import ShopSpider
 
     class Picky:
-        async def open(self, spider: Spider) -> None:
+        async def open(self, crawl: Any) -> None:
             self.opened = True
 
         async def process_item(self, item: dict[str, Any], spider: Spider) -> dict[str, Any]:
@@ -195,7 +195,7 @@ async def test_pipeline_drop_and_error_go_to_dead_letter(demo_url: str, tmp_path
                 raise OSError("disk full")
             return {**item, "checked": True}
 
-        async def close(self, spider: Spider) -> None:
+        async def close(self) -> None:
             self.closed = True
 
     picky = Picky()

@@ -110,16 +110,20 @@ async def test_subscriptions_freeze_when_engine_starts() -> None:
             engine.subscribe(Event, handler)
 
 
-def test_subscribe_rejects_sync_handlers_and_non_events() -> None:
-    engine = Engine()
-    with pytest.raises(TypeError, match="async"):
-        engine.subscribe(Event, lambda event: None)  # type: ignore[arg-type, return-value]
+async def test_plain_handlers_are_called_too_and_non_events_refused() -> None:
+    engine = Engine(downloader=Fake)
+    seen: list[str] = []
+    engine.subscribe(ItemStored, lambda event: seen.append(type(event).__name__))  # a plain function: called
+    with pytest.raises(TypeError, match="not callable"):
+        engine.subscribe(Event, "handler")  # type: ignore[arg-type]
 
     async def handler(event: Any) -> None:
         pass
 
     with pytest.raises(TypeError, match="Event class"):
         engine.subscribe(int, handler)  # type: ignore[type-var]
+    items, _ = await collect(Tiny, engine=engine)
+    assert seen == ["ItemStored"] * len(items) and items
 
 
 async def test_unsubscribed_handler_is_not_called() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from eclaw import Response, Spider
 from eclaw.cli.flow import load_flow
-from eclaw.flows.flow import Context, Flow, FlowError, Items, TaskFailed
+from eclaw.flows import Context, Flow, FlowError, Items, TaskFailed
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,8 +10,9 @@ import pytest
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
+from eclaw.exceptions import NotSerialisable
 from eclaw.frontier.scheduler import DefaultScheduler
-from eclaw.frontier.serial import NotSerialisable, dumps, loads
+from eclaw.frontier.serial import dumps, loads
 from eclaw.testing import collect
 from tests.conftest import assert_accounted
 

@@ -138,12 +138,12 @@ async def test_metrics_endpoint_is_scraped_during_a_crawl(tmp_path: Path) -> Non
 async def test_progress_log_lines_when_not_a_tty(caplog: Any) -> None:
     stats = Stats(spider="s", requests_parsed=40, items_stored=12, requests_failed=2)
     stats.failed_by_reason.update({"http 404": 2})
-    progress = Progress(lambda: (stats, 7, 3), every=0.02)
-    with caplog.at_level(logging.INFO, logger="eclaw.progress"):
-        task = asyncio.create_task(progress.run())
+    progress = Progress(every=0.02)
+    with caplog.at_level(logging.INFO, logger="eclaw.observe.progress"):
+        task = asyncio.create_task(progress.run(lambda: (stats, 7, 3)))
         await asyncio.sleep(0.1)
         task.cancel()
-    line = next(r.getMessage() for r in caplog.records if r.name == "eclaw.progress")
+    line = next(r.getMessage() for r in caplog.records if r.name == "eclaw.observe.progress")
     assert line.startswith("progress: 40 pages (") and "12 items, 7 queued, 3 in flight" in line
     assert "errors: http 404 2" in line
     assert progress_line(stats, 10, 0, 2.0).endswith("queue ETA 5s; errors: http 404 2")

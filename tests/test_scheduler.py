@@ -11,9 +11,10 @@ import pytest
 from pybloom_live import ScalableBloomFilter
 
 from eclaw import Request, Response, Settings, Spider
+from eclaw.frontier.base import fingerprint
 from eclaw.frontier.dupefilter import BloomDupeFilter, SetDupeFilter
 from eclaw.frontier.scheduler import DefaultScheduler
-from eclaw.http.urls import canonical_url, fingerprint
+from eclaw.http.urls import canonical_url
 
 
 class Site(Spider):

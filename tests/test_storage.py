@@ -13,6 +13,7 @@ import threading
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -24,7 +25,7 @@ from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
 from eclaw.items import Item
 from eclaw.storage import sqlite
-from eclaw.storage.files import exporter_for
+from eclaw.storage.outputs import output_for as exporter_for
 from eclaw.storage.store import SqliteStore, list_runs
 from eclaw.testing import collect
 from tests.conftest import assert_accounted, read_bytes, read_csv, read_jsonl, record_file
@@ -282,7 +283,7 @@ class LockDuringCrawl:
         self.path = path
         self.db: sqlite3.Connection | None = None
 
-    async def open(self, spider: Spider) -> None:
+    async def open(self, crawl: Any) -> None:
         return None
 
     async def process_item(self, item: Any, spider: Spider) -> Any:
@@ -291,7 +292,7 @@ class LockDuringCrawl:
             self.db.execute("BEGIN EXCLUSIVE")
         return item
 
-    async def close(self, spider: Spider) -> None:
+    async def close(self) -> None:
         if self.db is not None:
             self.db.close()
 
@@ -312,7 +313,7 @@ async def test_a_store_that_cannot_be_opened_leaves_nothing_open(tmp_path: Path)
     with pytest.raises(sqlite3.DatabaseError, match="not a database"):
         sqlite.connect(path, "")
     with pytest.raises(ConfigError, match=r"cannot open the store .*junk\.sqlite"):
-        await SqliteStore(path).open(ShopSpider())
+        await SqliteStore(path).open(SimpleNamespace(spider=ShopSpider()))  # type: ignore[arg-type]
     gc.collect()  # an unclosed connection warns here: an error under filterwarnings on Python 3.13+
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("eclaw-store")]
 

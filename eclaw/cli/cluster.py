@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from eclaw.cli.common import pairs, setup_logging
+from eclaw.cli.crawl import crawl_with_signals
 from eclaw.cluster.frontier import RedisScheduler, connect
 from eclaw.cluster.sink import cluster_status, export_items, merged_stats
 from eclaw.core.lifecycle import iterate
@@ -18,7 +20,7 @@ from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider
 from eclaw.stats import Stats
 
-__all__ = ["add_parsers", "cluster_command"]
+__all__ = ["add_parsers", "run"]
 
 
 def add_parsers(sub: Any) -> None:
@@ -36,11 +38,13 @@ def add_parsers(sub: Any) -> None:
     seed.add_argument("--reset", action="store_true", help="forget the spider's earlier crawl in this Redis first")
 
 
-def cluster_command(args: argparse.Namespace, settings: Settings, overrides: dict[str, Any]) -> int:
+def run(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    overrides: dict[str, Any] = pairs(getattr(args, "set", []), "-s")
+    setup_logging(str(settings.replace(overrides).log_level))
     if args.command == "status":
         return asyncio.run(_status(args.redis))
-    from eclaw.cli.main import crawl_with_signals
-
+    args.arg = pairs(args.arg, "-a")
     spider = load_spider(args.spider)
     overrides = {**overrides, "scheduler_url": args.redis, "store": ""}
     spider_args = dict(args.arg)

@@ -10,18 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eclaw.cli.common import pairs
 from eclaw.exceptions import ConfigError, SpiderLoadError
 from eclaw.flows.flow import Flow
 from eclaw.flows.runner import FlowLogFilter, TaskRecord, load_records, run_flow
 from eclaw.spider import import_file
 
-__all__ = ["add_parser", "flow_command", "load_flow"]
+__all__ = ["add_parsers", "load_flow", "run"]
 
 STORE = "eclaw-data/flows.sqlite"
 DATA = "eclaw-data/flows"
 
 
-def add_parser(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     flow = sub.add_parser("flow", help="run, show or inspect a flow (a DAG of tasks)")
     commands = flow.add_subparsers(dest="flow_command", required=True)
     run = commands.add_parser("run", help="run a flow for a run key (default: today's date)")
@@ -73,7 +74,8 @@ def today() -> str:
     return dt.datetime.now(dt.UTC).date().isoformat()
 
 
-def flow_command(args: argparse.Namespace, params: dict[str, str]) -> int:
+def run(args: argparse.Namespace) -> int:
+    params = pairs(getattr(args, "arg", []), "-a")
     flow = load_flow(args.file)
     if args.flow_command == "show":
         print(flow.dot() if args.dot else flow.show())
@@ -105,7 +107,7 @@ def _console() -> None:
     line = "%(asctime)s %(levelname)-7s run=%(run_id)s task=%(task)s attempt=%(attempt)s %(message)s"
     handler.setFormatter(logging.Formatter(line))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
-    logging.getLogger("eclaw.engine").setLevel(logging.WARNING)  # a spider task's own progress lines
+    logging.getLogger("eclaw.core").setLevel(logging.WARNING)  # a spider task's own crawl lines
 
 
 def _status(flow: Flow, key: str, records: dict[str, TaskRecord]) -> str:

@@ -25,26 +25,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eclaw.cluster import lua as redis_lua
-from eclaw.exceptions import ConfigError, EclawError
-from eclaw.frontier.scheduler import check_request
-from eclaw.frontier.serial import NotSerialisable, dumps, loads
+from eclaw.cluster.sink import ClusterSink
+from eclaw.exceptions import ConfigError, EclawError, NotSerialisable, RedisLost
+from eclaw.frontier.base import check_request, fingerprint
+from eclaw.frontier.serial import dumps, loads
 from eclaw.http.message import Request
-from eclaw.http.urls import fingerprint, redact_url, url_host
+from eclaw.http.urls import redact_url, url_host
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
+    from eclaw.contracts import ItemPipeline
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["RedisLost", "RedisScheduler", "connect"]
+__all__ = ["RedisScheduler", "connect"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class RedisLost(EclawError):
-    """Redis stayed unreachable longer than ``lease_timeout``: the crawl pauses (its frontier is safe in Redis)."""
 
 
 async def connect(url: str) -> Redis:
@@ -79,7 +77,6 @@ class RedisScheduler:
     def __init__(self, url: str, *, seed: bool = True, worker: str | None = None) -> None:
         self.url = url
         self.seed = seed
-        self.external_seeds = not seed  # the crawl does not run start_requests()
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.redis: Redis | None = None
         self.prefix = ""
@@ -97,8 +94,24 @@ class RedisScheduler:
         self._marked_seeded = False
         self._lost = False
 
+    shared = True  # every worker of the crawl uses this frontier
+
     def __repr__(self) -> str:
         return f"RedisScheduler({redact_url(self.url)!r}, worker={self.worker!r})"
+
+    @property
+    def seeded(self) -> bool:
+        """A worker (``seed=False``) does not run the start requests: ``eclaw seed`` did."""
+        return not self.seed
+
+    @property
+    def dupefilter(self) -> None:
+        """The duplicate filter lives in Redis, with the rest of the crawl's state."""
+        return None
+
+    def outputs(self) -> dict[str, ItemPipeline]:
+        """Items go to Redis too, once each, whichever worker stored them."""
+        return {"redis": ClusterSink(self)}
 
     # -- life cycle -------------------------------------------------------------------
 

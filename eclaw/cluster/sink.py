@@ -13,26 +13,37 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from eclaw.items import item_key, item_to_dict, item_type
 from eclaw.stats import Stats
 
 if TYPE_CHECKING:
-    from eclaw.cluster.frontier import RedisScheduler
     from eclaw.contracts import CrawlContext
     from eclaw.spider import Spider
 
-__all__ = ["ClusterSink", "cluster_status", "export_items", "merged_stats"]
+__all__ = ["ClusterSink", "SharedRedis", "cluster_status", "export_items", "merged_stats"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class SharedRedis(Protocol):
+    """What the sink needs of the Redis frontier: its connection, key prefix, worker name, retried calls."""
+
+    redis: Any
+    prefix: str
+    worker: str
+
+    async def call(self, make: Callable[[], Awaitable[T]]) -> T: ...
 
 
 class ClusterSink:
     """The last pipeline of a distributed crawl: items into Redis (once each), stats alongside."""
 
-    def __init__(self, scheduler: RedisScheduler) -> None:
+    def __init__(self, scheduler: SharedRedis) -> None:
         self._scheduler = scheduler
         self._crawl: CrawlContext | None = None
         self._keys: tuple[str, ...] = ()
@@ -41,11 +52,9 @@ class ClusterSink:
     def __repr__(self) -> str:
         return "ClusterSink"
 
-    def attach(self, crawl: CrawlContext) -> None:
+    async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
-
-    async def open(self, spider: Spider) -> None:
-        self._keys = tuple(getattr(spider, "item_key", ()) or ())
+        self._keys = tuple(crawl.spider.item_key)
 
     async def process_item(self, item: Any, spider: Spider) -> Any:
         data = item_to_dict(item)
@@ -68,7 +77,7 @@ class ClusterSink:
         text = json.dumps(self._crawl.stats.as_dict(), default=str)
         await self._scheduler.call(lambda: redis.hset(self._scheduler.prefix + "stats", self._scheduler.worker, text))
 
-    async def close(self, spider: Spider) -> None:
+    async def close(self) -> None:
         await self.push_stats()
 
 

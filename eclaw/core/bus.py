@@ -1,119 +1,134 @@
-"""The event queue of one crawl and its dispatch to handlers.
+"""The event bus of one crawl: for each event type, its subscribers, then its owner.
 
-Internal: users subscribe through :meth:`eclaw.Engine.subscribe`.
+Internal: users subscribe through :meth:`eclaw.Engine.subscribe`. The crawl's
+components register as the owners of their events when the crawl is built
+(:meth:`EventBus.own`); the subscribers (the engine's, and the crawl's own
+observers: trace, metrics) are fixed by then. :meth:`EventBus.publish` runs
+an event's subscribers in priority order and then its owner, in the task that
+publishes it, so there is one path per event whether anyone subscribed or not:
+with no subscriber the owner is called at once.
+
+Two kinds come a page at a time, the links a callback yields and the drops the
+frontier answers them with: :meth:`EventBus.publish_batch` hands the owner the
+whole batch, and builds the events one by one only for subscribers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
+from eclaw.contracts import Handler
 from eclaw.events import Event
 from eclaw.stats import Stats
 
-logger = logging.getLogger("eclaw.engine")
+__all__ = ["Batched", "EventBus", "Handler"]
 
-Handler = Callable[[Any], Awaitable[None]]
-Accounting = Callable[[Any], None]
+logger = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=Event)
+P = TypeVar("P")
+Subscribers = Callable[[type[Event]], tuple[Handler, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Batched(Generic[E, P]):
+    """The owner of a kind published a batch at a time: ``owner(payloads, context)`` takes the whole
+    batch; ``make(payload, context)`` builds one event for subscribers; ``unpack`` is its inverse."""
+
+    owner: Callable[[list[P], Any], Awaitable[None]]
+    make: Callable[[P, Any], E]
+    unpack: Callable[[E], tuple[P, Any]]
 
 
 class EventBus:
-    """Queues events and runs, for each, the subscribed handlers then the owner.
+    """Runs each event's subscribers (logged and counted when they fail), then its owner."""
 
-    ``owners`` are the components' handlers; ``accounting`` holds the
-    bookkeeping of events whose owner does nothing else. An event type with no
-    subscriber is *not watched*: :meth:`signal` then skips building a queue
-    entry and runs its bookkeeping directly, so unobserved events cost nothing
-    while the counts stay the same.
-    """
-
-    def __init__(
-        self,
-        subscribers: Callable[[type[Event]], tuple[Handler, ...]],
-        owners: dict[type[Event], Handler],
-        accounting: dict[type[Event], Accounting],
-        stats: Stats,
-        wake: Callable[[], None],
-        crawl: Any = None,
-    ) -> None:
-        self._crawl = crawl
+    def __init__(self, subscribers: Subscribers, stats: Stats, crawl: Any) -> None:
         self._subscribers = subscribers
-        self._owners = owners
-        self._accounting = accounting
         self._stats = stats
-        self._wake = wake
-        self._queue: deque[Event] = deque()
-        self._plans: dict[type[Event], tuple[Handler, ...]] = {}
-        self.emitted = 0
-        # Subscriptions are frozen once a crawl exists, so this never changes.
-        self.watched = {kind: bool(subscribers(kind)) for kind in (*owners, *accounting)}
+        self._crawl = crawl
+        self._owners: dict[type[Event], Handler] = {}
+        self._batched: dict[type[Event], Batched[Any, Any]] = {}
+        self._plans: dict[type[Event], tuple[tuple[Handler, bool], ...]] = {}
 
-    def __len__(self) -> int:
-        return len(self._queue)
+    def own(self, kind: type[E], owner: Callable[[E], Awaitable[None] | None]) -> None:
+        """Make ``owner`` the component that acts on ``kind`` (once, before the crawl runs)."""
+        if kind in self._owners or kind in self._batched:
+            raise RuntimeError(f"{kind.__name__} already has an owner")
+        self._owners[kind] = owner
 
-    def emit(self, event: Event) -> None:
-        """Queue ``event`` for dispatch (it is given its ``crawl``)."""
-        if event.crawl is None:
-            object.__setattr__(event, "crawl", self._crawl)  # frozen for handlers; set once, here
-        self._queue.append(event)
-        self.emitted += 1
-        self._wake()
+    def own_batched(self, kind: type[E], batched: Batched[E, Any]) -> None:
+        """Like :meth:`own`, for a kind published a batch at a time."""
+        if kind in self._owners or kind in self._batched:
+            raise RuntimeError(f"{kind.__name__} already has an owner")
+        self._batched[kind] = batched
 
-    def signal(self, event: Event) -> None:
-        """Dispatch ``event`` if anyone listens; otherwise just do its bookkeeping."""
+    async def publish(self, event: Event) -> None:
+        """Run ``event``'s subscribers, then its owner, here and now."""
         kind = type(event)
-        if self.watched[kind]:
-            self.emit(event)
-        else:
-            self._accounting[kind](event)
+        batched = self._batched.get(kind)
+        if batched is not None:
+            payload, context = batched.unpack(event)
+            await self.publish_batch(kind, [payload], context)
+            return
+        await self._run(self._plan(kind), event)
 
-    async def drain(self) -> None:
-        """Dispatch every queued event (and those its handlers emit)."""
-        queue = self._queue
-        while queue:
-            event = queue.popleft()
-            kind = type(event)
-            plan = self._plans.get(kind)
-            if plan is None:
-                plan = self._plans[kind] = self._plan(kind)
-            for handler in plan:
-                try:
-                    await handler(event)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self.failed(handler, event, exc)
+    async def publish_batch(self, kind: type[Event], payloads: Sequence[Any], context: Any = None) -> None:
+        """Publish a batch of ``kind``: each as an event to the subscribers, all at once to the owner."""
+        if not payloads:
+            return
+        batched = self._batched[kind]
+        plan = self._plan(kind)
+        if plan:
+            make = batched.make
+            for payload in payloads:
+                await self._run(plan, make(payload, context))
+        await batched.owner(list(payloads), context)
 
     async def notify(self, event: Event) -> None:
-        """Run the subscribers of ``event`` at once, outside the queue (for the last event)."""
+        """Publish a notification (an event with no owner), outside any request's task."""
+        await self._run(self._plan(type(event)), event)
+
+    async def _run(self, plan: tuple[tuple[Handler, bool], ...], event: Event) -> None:
         if event.crawl is None:
-            object.__setattr__(event, "crawl", self._crawl)
-        for handler in self._subscribers(type(event)):
+            object.__setattr__(event, "crawl", self._crawl)  # frozen for handlers; set once, here
+        for handler, is_async in plan:
             try:
-                await handler(event)
+                if is_async:
+                    await handler(event)  # type: ignore[misc]
+                else:
+                    handler(event)
+            except asyncio.CancelledError:
+                raise
             except Exception as exc:
+                if handler is self._owners.get(type(event)):
+                    raise  # an owner's failure is the owner's to handle: it is not a subscriber's bug
                 self.failed(handler, event, exc)
 
     def failed(self, handler: Any, event: Event, exc: Exception) -> None:
-        """A handler raised: log it with its traceback, count it, carry on."""
+        """A subscriber raised: log it with its traceback, count it, carry on."""
         self._stats.handler_errors += 1
         name = getattr(handler, "__qualname__", repr(handler))
         logger.error(
             "handler %s failed on %s: %s: %s", name, type(event).__name__, type(exc).__name__, exc, exc_info=exc
         )
 
-    def _plan(self, kind: type[Event]) -> tuple[Handler, ...]:
-        owner = self._owners.get(kind)
-        if owner is None and kind in self._accounting:
-            owner = _as_handler(self._accounting[kind])
-        return self._subscribers(kind) + ((owner,) if owner else ())
+    def _plan(self, kind: type[Event]) -> tuple[tuple[Handler, bool], ...]:
+        plan = self._plans.get(kind)
+        if plan is None:
+            handlers = list(self._subscribers(kind))
+            owner = self._owners.get(kind)
+            if owner is not None:
+                handlers.append(owner)
+            plan = self._plans[kind] = tuple((h, _is_async(h)) for h in handlers)
+        return plan
 
 
-def _as_handler(accounting: Accounting) -> Handler:
-    async def handler(event: Any) -> None:
-        accounting(event)
-
-    return handler
+def _is_async(handler: Handler) -> bool:
+    call = getattr(handler, "__call__", None)  # noqa: B004 - an object with an async __call__ counts
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)

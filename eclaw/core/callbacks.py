@@ -1,83 +1,101 @@
-"""Spider callbacks and errbacks, what they yield, and the end of each request.
+"""The owner of ``ResponseDownloaded``: the spider's callback, and (for a final failure) its errback.
 
-Mixed into :class:`eclaw.crawl.Crawl`: a callback's items go to the pipelines and its
-requests to the scheduler; when a request is finished the saved state (``--state``) and
-a shared frontier (Redis: once the request's items are stored) are told.
+A callback runs in the task that downloaded its response. What it yields is
+routed as it comes: items are published as ``ItemParsed`` (the pipeline runner
+owns them), requests as ``RequestGenerated`` (the intake owns them). A plain
+(not async) callback cannot pause while it runs, so its requests go to the
+frontier as one batch when it is done and its items through the pipelines from
+this same task; an async one's outputs go one by one, as it yields them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable
 
-from eclaw.core.checkpoint import Checkpointing
-from eclaw.core.lifecycle import iterate
+from eclaw.core.activity import Activity
+from eclaw.core.bus import EventBus
 from eclaw.core.parser import Parser
-from eclaw.events import Event, ItemParsed, RequestFailed, RequestGenerated, ResponseParsed
-from eclaw.exceptions import CloseSpider, ConfigError, EclawError, HttpError, NotTextResponse
+from eclaw.core.pipeline import PipelineRunner
+from eclaw.events import ItemParsed, RequestFailed, RequestGenerated, ResponseDownloaded, ResponseParsed
+from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse
 from eclaw.http.message import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
 from eclaw.observe.logs import request_id
-from eclaw.settings import Settings
-from eclaw.spider import check_start_url
+from eclaw.spider import Spider
+from eclaw.stats import Stats
 
-__all__ = ["Callbacks"]
+__all__ = ["CallbackRunner"]
 
-logger = logging.getLogger("eclaw.engine")
+logger = logging.getLogger(__name__)
 
 
-class Callbacks(Checkpointing):
-    """Feeding start requests, running callbacks (``_parse``) and errbacks (``_recover``), routing what they yield."""
+class CallbackRunner:
+    """Runs callbacks and errbacks and routes what they yield."""
 
-    parser: Parser
-    settings: Settings
-    _watched: Any
-    _stopping: bool
-    _start_done: bool
-    _start_error: BaseException | None
-    _drained: asyncio.Event
-    _low_water: int
-    _wakeup: asyncio.Event
-    _complete: Callable[[Request], Awaitable[None]] | None
-    _completions: deque[tuple[int, Request]]
-    _enqueue: Callable[..., Awaitable[None]]
-    _assign: Callable[[Iterable[Request]], None]
-    _spawn: Callable[[Any], None]
-    stop: Callable[..., None]
-    emit: Callable[[Event], None]
+    def __init__(
+        self,
+        *,
+        spider: Spider,
+        parser: Parser,
+        bus: EventBus,
+        items: PipelineRunner,
+        stats: Stats,
+        activity: Activity,
+        stop: Callable[[str], None],
+        assign: Callable[[list[Request]], None],
+    ) -> None:
+        self._spider = spider
+        self._parser = parser
+        self._bus = bus
+        self._items = items
+        self._stats = stats
+        self._activity = activity
+        self._stop = stop
+        self._assign = assign
 
-    async def _parse(self, response: Response) -> None:
+    async def downloaded(self, event: ResponseDownloaded) -> None:
+        """The owner: run the callback; the request ends as ``ResponseParsed`` or ``RequestFailed``."""
+        response = event.response
         request = response.request
         request_id.set(request._id)
         counts = [0, 0]
+        async with self._activity.callback():
+            try:
+                await self._collect(self._parser.parse(response, self._spider), request, response, counts)
+            except CloseSpider as exc:
+                self._stop(f"closespider: {exc.reason}")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._callback_failed(request, response, exc)
+                return
+        parsed = ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1])
+        await self._bus.publish(parsed)
+
+    async def _callback_failed(self, request: Request, response: Response, exc: Exception) -> None:
+        if isinstance(exc, NotTextResponse):  # our own clear error: one line, no traceback
+            logger.error("callback failed for %s: %s", response.url, exc)
+            reason = f"callback error: {exc.reason}"
+        else:
+            logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
+            reason = f"callback error: {type(exc).__name__}"
+        await self._bus.publish(RequestFailed(request=request, reason=reason, error=exc))
+
+    async def recover(self, event: RequestFailed) -> None:
+        """A request with an errback failed for good: run it (its outputs are routed like a callback's)."""
+        response = event.error.response if isinstance(event.error, HttpError) else None
         try:
-            if self._hold is not None:
-                await self._gate()
-            await self._collect(self.parser.parse(response, self.spider), request, response, counts)
-        except CloseSpider as exc:
-            self.stop(f"closespider: {exc.reason}")
-            self._parsed(request, response, counts)
+            async with self._activity.callback():
+                await self._collect(self._parser.recover(event, self._spider), event.request, response, [0, 0])
         except asyncio.CancelledError:
             raise
-        except NotTextResponse as exc:  # our own clear error: one line, no traceback
-            logger.error("callback failed for %s: %s", response.url, exc)
-            self.emit(RequestFailed(request=request, reason=f"callback error: {exc.reason}", error=exc))
         except Exception as exc:
-            logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
-            self.emit(RequestFailed(request=request, reason=f"callback error: {type(exc).__name__}", error=exc))
-        else:
-            self._parsed(request, response, counts)
-        finally:
-            self._busy -= 1
-            self._check_idle()
-
-    def _parsed(self, request: Request, response: Response, counts: list[int]) -> None:
-        self.bus.signal(ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1]))
-        self._finished(request)
+            self._stats.handler_errors += 1
+            shown = redact_url(event.request.url)
+            logger.error("errback failed for %s: %s: %s", shown, type(exc).__name__, exc, exc_info=exc)
 
     async def _collect(
         self,
@@ -88,132 +106,49 @@ class Callbacks(Checkpointing):
     ) -> None:
         depth = request.depth + 1
         if isinstance(outputs, AsyncIterator):
-            async for value in outputs:  # may await between values: enqueue each at once
-                if self._take(value, depth, response, counts):
-                    await self._enqueue([value])
+            async for value in outputs:  # may await between values: each goes on at once
+                kind = _kind(value)
+                if kind is _REQUEST:
+                    value.depth = depth  # type: ignore[attr-defined]
+                    counts[1] += 1
+                    self._assign([value])  # type: ignore[list-item]
+                    await self._bus.publish_batch(RequestGenerated, [value], response)
+                elif kind is _ITEM:
+                    counts[0] += 1
+                    await self._bus.publish(ItemParsed(item=value, response=response))
             return
-        # A plain iterable cannot yield control while it runs, so its requests
-        # are enqueued as one batch when it is done, with no change in timing,
-        # and its items go through the pipelines from here, in order.
-        batch: list[Request] = []
-        watched = self._watched[RequestGenerated]
+        # A plain iterable cannot yield control while it runs: its requests go on as one
+        # batch when it is done, and its items through the pipelines from this task, in order.
+        requests: list[Request] = []
         items = self._items
         items.held += 1
         try:
             for value in outputs:
-                if type(value) is Request and not watched:
-                    value.depth = depth
-                    counts[1] += 1
-                    batch.append(value)
-                elif self._take(value, depth, response, counts):
-                    batch.append(value)  # type: ignore[arg-type]
-            if batch:
-                await self._enqueue(batch)
+                kind = _REQUEST if type(value) is Request else _kind(value)
+                if kind is _REQUEST:
+                    value.depth = depth  # type: ignore[attr-defined]
+                    requests.append(value)  # type: ignore[arg-type]
+                elif kind is _ITEM:
+                    counts[0] += 1
+                    await self._bus.publish(ItemParsed(item=value, response=response))
+            counts[1] += len(requests)
+            self._assign(requests)
+            await self._bus.publish_batch(RequestGenerated, requests, response)
             if items:
                 await items.drain()
         finally:
             items.release()
 
-    def _take(self, value: object, depth: int, response: Response | None, counts: list[int]) -> bool:
-        """Route one callback output; True means "a request: enqueue it now"."""
-        if isinstance(value, Request):
-            value.depth = depth
-            counts[1] += 1
-            if not self._watched[RequestGenerated]:
-                return True
-            self._assign((value,))
-            self.emit(RequestGenerated(request=value, parent=response))
-        elif is_item(value):
-            counts[0] += 1
-            self.bus.signal(ItemParsed(item=value, response=response))
-        elif value is not None:  # None is skipped, as Scrapy allows
-            kind = type(value).__name__
-            raise TypeError(f"callback yielded {kind}: expected an item (dict, dataclass) or Request")
-        return False
 
-    async def _recover(self, event: RequestFailed) -> None:
-        response = event.error.response if isinstance(event.error, HttpError) else None
-        try:
-            if self._hold is not None:
-                await self._gate()
-            await self._collect(self.parser.recover(event, self.spider), event.request, response, [0, 0])
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.stats.handler_errors += 1
-            shown = redact_url(event.request.url)
-            logger.error("errback failed for %s: %s: %s", shown, type(exc).__name__, exc, exc_info=exc)
-        finally:
-            self._finished(event.request)
-            self._busy -= 1
-            self._check_idle()
+_REQUEST, _ITEM, _NOTHING = "request", "item", "nothing"
 
-    def _finished(self, request: Request) -> None:
-        """``request`` reached its end: tell the saved state, and (once its items are stored) the scheduler."""
-        if self._state is not None:
-            self._state.done(request)
-        if self._complete is not None:
-            mark = self._items.submitted
-            if self._items.finished >= mark:
-                self._spawn_done(request)
-            else:
-                self._completions.append((mark, request))
 
-    def _items_finished(self) -> None:
-        while self._completions and self._completions[0][0] <= self._items.finished:
-            self._spawn_done(self._completions.popleft()[1])
-        self._check_idle()
-
-    def _spawn_done(self, request: Request) -> None:
-        self._busy += 1
-        self._spawn(self._complete_request(request))
-
-    async def _complete_request(self, request: Request) -> None:
-        assert self._complete is not None
-        try:
-            await self._complete(request)
-        except Exception as exc:  # its lease expires: another worker redoes it, its items are stored once
-            logger.error("could not mark %s done: %s", redact_url(request.url), exc)
-        finally:
-            self._busy -= 1
-            self._check_idle()
-
-    async def _feed_start_requests(self) -> None:
-        try:
-            produced = self.spider.start_requests()
-            high_water = max(1000, self.settings.concurrency * 8)
-            async for request in iterate(produced):
-                if self._stopping:
-                    break
-                if not isinstance(request, Request):
-                    raise ConfigError(f"start_requests() yielded {request!r}, not a Request")
-                check_start_url(request.url)
-                await self._submit(request, None)
-                if self.scheduler.pending() > high_water:
-                    await self._frontier_drained(high_water)
-            else:
-                self._start_exhausted = True
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            message = f"start_requests() of spider {self.spider.name!r} failed: {type(exc).__name__}: {exc}"
-            logger.debug(message)  # raised to the caller by run(): one message, not two
-            self._start_error = exc if isinstance(exc, EclawError) else ConfigError(message)
-            self.stop("start_requests error")
-        finally:
-            self._start_done = True
-            self._wakeup.set()
-
-    async def _frontier_drained(self, high_water: int) -> None:
-        """Back-pressure for start requests: wait until the frontier is half drained."""
-        self._low_water = high_water // 2
-        self._drained.clear()
-        await self._drained.wait()
-
-    async def _submit(self, request: Request, parent: Response | None) -> None:
-        """A new request: through dispatch if observed, else straight to the scheduler."""
-        if self._watched[RequestGenerated]:
-            self._assign((request,))
-            self.emit(RequestGenerated(request=request, parent=parent))
-        else:
-            await self._enqueue([request])
+def _kind(value: object) -> str:
+    """What a callback yielded: a request, an item, or ``None`` (skipped, as Scrapy allows)."""
+    if isinstance(value, Request):
+        return _REQUEST
+    if is_item(value):
+        return _ITEM
+    if value is None:
+        return _NOTHING
+    raise TypeError(f"callback yielded {type(value).__name__}: expected an item (dict, dataclass) or Request")

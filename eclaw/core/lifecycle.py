@@ -1,43 +1,33 @@
-"""The pluggable parts of one crawl, opened in order and closed in reverse."""
+"""The parts of one crawl, opened in order and closed in reverse: the frontier, the downloader,
+then every middleware, pipeline and output that declares its part of the lifecycle
+(:class:`~eclaw.contracts.Opens`, :class:`~eclaw.contracts.Closes`)."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
 
+from eclaw.contracts import Closes, CrawlContext, Opens
+from eclaw.downloaders.base import Downloader
 from eclaw.exceptions import ConfigError, EclawError
+from eclaw.frontier.base import Scheduler
 
-if TYPE_CHECKING:
-    from eclaw.contracts import CrawlContext, Middleware
-    from eclaw.core.pipeline import ItemPipeline
-    from eclaw.downloaders.plain import Downloader
-    from eclaw.frontier.scheduler import Scheduler
+__all__ = ["Parts", "iterate", "uninterruptible"]
 
-__all__ = ["Components", "iterate", "uninterruptible"]
-
-logger = logging.getLogger("eclaw.engine")
+logger = logging.getLogger(__name__)
 
 
-class Components:
-    """Scheduler, downloader, middlewares (those with ``open``/``close``) and
-    pipelines of a crawl. ``close`` closes only what was opened, in reverse
-    order, and one failing close does not keep the others from closing."""
+class Parts:
+    """Opens a crawl's parts; ``close`` closes only what was opened, in reverse order, and one
+    failing close does not keep the others from closing."""
 
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        downloader: Downloader,
-        middlewares: list[Middleware],
-        pipelines: list[ItemPipeline],
-    ) -> None:
+    def __init__(self, scheduler: Scheduler, downloader: Downloader, plugins: Iterable[object]) -> None:
         self.scheduler = scheduler
         self.downloader = downloader
-        self.middlewares = middlewares
-        self.pipelines = pipelines
+        self.plugins = list(plugins)
         self._closers: list[tuple[Any, Callable[[], Awaitable[None]]]] = []
 
     async def open(self, crawl: CrawlContext, wake: Callable[[], None]) -> None:
@@ -46,25 +36,20 @@ class Components:
         self._closers.append((self.scheduler, self.scheduler.close))
         await self.downloader.open(spider, settings)
         self._closers.append((self.downloader, self.downloader.close))
-        for middleware in self.middlewares:
-            if hasattr(middleware, "open"):
-                await middleware.open(crawl)
-            if hasattr(middleware, "close"):
-                self._closers.append((middleware, middleware.close))
-        for pipeline in self.pipelines:
-            if hasattr(pipeline, "attach"):  # sinks that count into the stats
-                pipeline.attach(crawl)
-            await pipeline.open(spider)
-            self._closers.append((pipeline, functools.partial(pipeline.close, spider)))
+        for plugin in self.plugins:
+            if isinstance(plugin, Opens):  # declared by the plug-in
+                await plugin.open(crawl)
+            if isinstance(plugin, Closes):
+                self._closers.append((plugin, plugin.close))
 
     async def close(self) -> None:
         while self._closers:
-            component, close = self._closers.pop()
+            part, close = self._closers.pop()
             try:
                 await close()
             except Exception as exc:
                 shown = None if isinstance(exc, EclawError) else exc  # our own errors are one clear line
-                logger.error("error closing %r: %s", component, exc, exc_info=shown)
+                logger.error("error closing %r: %s", part, exc, exc_info=shown)
 
 
 async def uninterruptible(coro: Any) -> None:
@@ -86,7 +71,7 @@ async def iterate(produced: Any) -> AsyncIterator[Any]:
     """The values of what ``start_requests()`` returned: an (async) iterable, or an awaitable of one."""
     if inspect.isawaitable(produced):
         produced = await produced
-    if hasattr(produced, "__aiter__"):
+    if isinstance(produced, AsyncIterable):
         async for value in produced:
             yield value
     elif isinstance(produced, Iterable):

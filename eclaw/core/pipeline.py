@@ -1,49 +1,30 @@
-"""Item pipelines: ordered processors every item passes through, and the
-dead-letter file for items none could store."""
+"""The owner of ``ItemParsed``: items through the pipelines (a chain), then to every output (each on its own)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from eclaw.core.records import JsonLines
+from eclaw.contracts import ItemPipeline
+from eclaw.core.records import DeadLetter
 from eclaw.events import Event, ItemDropped, ItemParsed, ItemStored
 from eclaw.exceptions import DropItem
-from eclaw.http.urls import redact_url
-from eclaw.items import item_to_dict, validate
+from eclaw.items import validate
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 
-__all__ = ["DeadLetter", "FunctionPipeline", "ItemPipeline", "PipelineRunner", "as_pipeline"]
+__all__ = ["FunctionPipeline", "PipelineRunner", "as_pipeline"]
 
 logger = logging.getLogger(__name__)
 
 
-@runtime_checkable
-class ItemPipeline(Protocol):
-    """An item processor.
-
-    ``process_item`` returns the item (possibly changed) to pass it on, or
-    raises ``DropItem(reason)``; any other exception sends the item to the
-    dead-letter file. ``open`` and ``close`` run once per crawl; ``close``
-    must flush whatever it buffered.
-    """
-
-    async def open(self, spider: Spider) -> None: ...
-
-    async def process_item(self, item: Any, spider: Spider) -> Any: ...
-
-    async def close(self, spider: Spider) -> None: ...
-
-
 class FunctionPipeline:
-    """Adapts ``async def fn(item, spider) -> item`` to :class:`ItemPipeline`."""
+    """Adapts ``async def fn(item, spider) -> item`` to an :class:`~eclaw.contracts.ItemPipeline`."""
 
     def __init__(self, fn: Callable[[Any, Spider], Awaitable[Any]]) -> None:
         self.fn = fn
@@ -51,51 +32,20 @@ class FunctionPipeline:
     def __repr__(self) -> str:
         return f"FunctionPipeline({getattr(self.fn, '__qualname__', self.fn)!r})"
 
-    async def open(self, spider: Spider) -> None:
-        return None
-
     async def process_item(self, item: Any, spider: Spider) -> Any:
         return await self.fn(item, spider)
 
-    async def close(self, spider: Spider) -> None:
-        return None
-
 
 def as_pipeline(obj: Any) -> ItemPipeline:
-    """``obj`` as a pipeline: an :class:`ItemPipeline` or an async function."""
+    """``obj`` as a pipeline: an :class:`~eclaw.contracts.ItemPipeline`, or an async function."""
     if isinstance(obj, ItemPipeline):
         return obj
     if callable(obj):
         return FunctionPipeline(obj)
     raise TypeError(
-        f"{obj!r} is not a pipeline: give an object with async open/process_item/close "
+        f"{obj!r} is not a pipeline: give an object with async process_item(item, spider) "
         "or an async function (item, spider) -> item"
     )
-
-
-class DeadLetter(JsonLines):
-    """JSONL file of items that did not reach an output, opened on first use.
-
-    Each line says where the item stopped: ``stage`` is ``validation``, ``pipeline``
-    or ``output``, and ``name`` the pipeline or output (an item one output failed
-    on is still in the others)."""
-
-    def record(self, item: Any, *, error: BaseException, stage: str, name: str = "", url: str | None) -> None:
-        try:
-            data: Any = item_to_dict(item)
-        except (TypeError, ValueError):
-            data = repr(item)
-        self.write(
-            {
-                "time": time.time(),
-                "url": redact_url(url) if url else url,
-                "stage": stage,
-                "name": name,
-                "error": redact_url(f"{type(error).__name__}: {error}"),
-                "item": data,
-            }
-        )
-        logger.error("item dead-lettered to %s (%s %s: %s)", self.path, stage, name, error)
 
 
 class PipelineRunner:
@@ -121,7 +71,7 @@ class PipelineRunner:
         spider: Spider,
         dead_letter: DeadLetter,
         stats: Stats,
-        emit: Callable[[Event], None],
+        publish: Callable[[Event], Awaitable[None]],
         done: Callable[[], None],
     ) -> None:
         self.pipelines = pipelines
@@ -129,7 +79,7 @@ class PipelineRunner:
         self._spider = spider
         self._dead_letter = dead_letter
         self._stats = stats
-        self._emit = emit
+        self._publish = publish
         self._done = done
         self._queue: deque[ItemParsed] = deque()
         self._ready = asyncio.Event()
@@ -139,6 +89,8 @@ class PipelineRunner:
         self.finished = 0  # ... and through the pipelines (they go in order)
 
     def submit(self, event: ItemParsed) -> None:
+        """The owner of ``ItemParsed``: counted, queued for the pipelines."""
+        self._stats.items_parsed += 1
         self._queue.append(event)
         self.submitted += 1
         if not self.held and not self._draining:
@@ -178,7 +130,7 @@ class PipelineRunner:
                         outcome = ItemDropped(
                             item=event.item, response=event.response, reason="lost: " + type(exc).__name__
                         )
-                    self._emit(outcome)
+                    await self._publish(outcome)
                 finally:
                     self._queue.popleft()
                     self.finished += 1

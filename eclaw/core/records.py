@@ -1,20 +1,29 @@
-"""What happens to requests that fail: JSON-lines records and delayed retries."""
+"""The files of record of a crawl: final failures, drops by a policy, dead-lettered items.
+
+Each is a JSON-lines file (``failures``, ``drops``, ``dead_letter`` settings;
+``{spider}`` and ``{run_key}`` filled in), written only when there is something
+to record; every line names the spider and the run.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from eclaw.exceptions import HttpError
 from eclaw.http.message import Request
 from eclaw.http.urls import redact_url
+from eclaw.items import item_to_dict
+from eclaw.settings import Settings
+from eclaw.storage.paths import resolve_path
 
-__all__ = ["DropLog", "FailureLog", "JsonLines", "RetryQueue", "attempts_of"]
+__all__ = ["DeadLetter", "DropLog", "FailureLog", "JsonLines", "Records", "attempts_of"]
+
+logger = logging.getLogger(__name__)
 
 
 class JsonLines:
@@ -51,6 +60,9 @@ class JsonLines:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    async def flush(self) -> None:
+        """Each record is flushed as it is written."""
 
     def checkpoint(self) -> dict[str, Any] | None:
         """The file's committed length, for a saved crawl."""
@@ -112,32 +124,49 @@ class DropLog(JsonLines):
         )
 
 
-class RetryQueue:
-    """Requests waiting out a retry delay, holding no download slot meanwhile."""
+class DeadLetter(JsonLines):
+    """Items that did not reach an output. Each line says where the item stopped: ``stage``
+    is ``validation``, ``pipeline`` or ``output``, and ``name`` the pipeline or output (an
+    item one output failed on is still in the others)."""
 
-    def __init__(self, ready: Callable[[Request], None]) -> None:
-        self._ready = ready
-        self._timers: dict[asyncio.TimerHandle, Request] = {}
+    def record(self, item: Any, *, error: BaseException, stage: str, name: str = "", url: str | None) -> None:
+        try:
+            data: Any = item_to_dict(item)
+        except (TypeError, ValueError):
+            data = repr(item)
+        self.write(
+            {
+                "time": time.time(),
+                "url": redact_url(url) if url else url,
+                "stage": stage,
+                "name": name,
+                "error": redact_url(f"{type(error).__name__}: {error}"),
+                "item": data,
+            }
+        )
+        logger.error("item dead-lettered to %s (%s %s: %s)", self.path, stage, name, error)
 
-    def __len__(self) -> int:
-        return len(self._timers)
 
-    def add(self, request: Request, delay: float) -> None:
-        loop = asyncio.get_running_loop()
-        handle: asyncio.TimerHandle | None = None
+class Records:
+    """The three files of record of one crawl, from its settings."""
 
-        def fire() -> None:
-            assert handle is not None
-            del self._timers[handle]
-            self._ready(request)
+    def __init__(self, settings: Settings, spider: str, run_id: str) -> None:
+        def path(template: str) -> str:
+            return str(resolve_path(template, spider, settings.run_key)) if template else ""
 
-        handle = loop.call_later(max(0.0, delay), fire)
-        self._timers[handle] = request
+        stamp = {"spider": spider, "run_id": run_id}
+        self.failures = FailureLog(path(settings.failures), **stamp)
+        self.drops = DropLog(path(settings.drops), **stamp)
+        self.dead_letter = DeadLetter(path(settings.dead_letter), **stamp)
 
-    def cancel_all(self) -> int:
-        """Drop every waiting request (the crawl is ending); returns how many."""
-        for handle in self._timers:
-            handle.cancel()
-        count = len(self._timers)
-        self._timers.clear()
-        return count
+    def files(self) -> dict[str, JsonLines]:
+        """By the names a saved crawl's checkpoint knows them."""
+        return {"failures": self.failures, "dead letter": self.dead_letter, "drops": self.drops}
+
+    def open(self) -> None:
+        for log in self.files().values():
+            log.open()
+
+    def close(self) -> None:
+        for log in self.files().values():
+            log.close()

@@ -26,13 +26,14 @@ import os
 import sqlite3
 import struct
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from eclaw.exceptions import ConfigError
-from eclaw.frontier.serial import NotSerialisable, dumps, loads
+from eclaw.contracts import Resumable
+from eclaw.exceptions import ConfigError, NotSerialisable
+from eclaw.frontier.serial import dumps, loads
 from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:
@@ -230,6 +231,15 @@ class CrawlState:
                 request._id = self._next_id
                 self._next_id += 1
 
+    def admitted(self, requests: Sequence[Request], reasons: Sequence[str | None], *, again: bool) -> None:
+        """The frontier's answers: new requests queued are saved; a retry or resumed request refused is done."""
+        for request, reason in zip(requests, reasons, strict=True):
+            if reason is None:
+                if not again:  # a retry was saved as changed when it was asked for
+                    self.accepted(request)
+            elif again:
+                self.done(request)
+
     def accepted(self, request: Request) -> None:
         """``request`` is queued (or changed: a retry): save it at the next checkpoint."""
         self._dirty[request._id] = request
@@ -345,20 +355,14 @@ class CrawlState:
                 self._lock = None
 
 
-def _resumable(outputs: dict[str, Any]) -> Iterable[tuple[str, Any]]:
-    for key, output in outputs.items():
-        if hasattr(output, "checkpoint") and hasattr(output, "restore"):
-            yield key, output
+def save_outputs(outputs: Mapping[str, Resumable]) -> dict[str, Any]:
+    """Where every resumable output (exporters, store, the files of record) stands, by name."""
+    return {key: output.checkpoint() for key, output in outputs.items()}
 
 
-def save_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
-    """Where every resumable output (exporters, store, failure and dead-letter files) stands."""
-    return {key: output.checkpoint() for key, output in _resumable(outputs)}
-
-
-def restore_outputs(outputs: dict[str, Any], saved: dict[str, Any]) -> None:
+def restore_outputs(outputs: Mapping[str, Resumable], saved: dict[str, Any]) -> None:
     """Hand each output its saved position, before it opens (it cuts itself back to it)."""
-    for key, output in _resumable(outputs):
+    for key, output in outputs.items():
         info = saved.get(key)
         if info is not None:
             output.restore(info)

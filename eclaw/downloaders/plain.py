@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 import ssl
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 import aiohttp
@@ -42,23 +42,12 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["Downloader", "HttpDownloader"]
+__all__ = ["HttpDownloader"]
 
 logger = logging.getLogger(__name__)
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 FALLBACK_USER_AGENT = "eclaw/0.1 (+https://pypi.org/project/eclaw/)"  # when no middleware sets one
-
-
-@runtime_checkable
-class Downloader(Protocol):
-    """Fetches one request. Raises :class:`eclaw.exceptions.DownloadError` subclasses."""
-
-    async def open(self, spider: Spider, settings: Settings) -> None: ...
-
-    async def fetch(self, request: Request) -> Response: ...
-
-    async def close(self) -> None: ...
 
 
 class HttpDownloader:

@@ -26,23 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eclaw.exceptions import ConfigError
-from eclaw.flows.flow import (
-    Context,
-    Flow,
-    FlowError,
-    Items,
-    Task,
-    TaskFailed,
-    call_function,
-    result_from_json,
-    result_to_json,
-)
+from eclaw.engine import Engine
+from eclaw.exceptions import ConfigError, FlowError, TaskFailed
+from eclaw.flows.graph import Graph
+from eclaw.flows.tasks import Context, Items, Task, call_function, result_from_json, result_to_json
 from eclaw.storage import sqlite
 
 __all__ = ["FlowLogFilter", "TaskRecord", "load_records", "run_flow"]
 
-logger = logging.getLogger("eclaw.flow")
+logger = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS flow_runs (
@@ -120,7 +112,7 @@ class _OneTraceback(logging.Formatter):
 class _Run:
     def __init__(
         self,
-        flow: Flow,
+        flow: Graph,
         run_key: str,
         *,
         store: Path,
@@ -274,7 +266,6 @@ class _Run:
     async def _call(self, task: Task, ctx: Context) -> Any:
         if not task.is_spider:
             return await call_function(task, ctx)
-        from eclaw.engine import Engine
 
         spider_args = task.spider_args(ctx) if callable(task.spider_args) else dict(task.spider_args)
         if task.start_urls is not None:
@@ -326,7 +317,7 @@ def _short(exc: BaseException) -> str:
 
 
 async def run_flow(
-    flow: Flow,
+    flow: Graph,
     run_key: str,
     *,
     store: str | Path = "eclaw-data/flows.sqlite",

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import io
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import BinaryIO
 
 from pybloom_live import ScalableBloomFilter
 
-__all__ = ["BloomDupeFilter", "DupeFilter", "RecentSet", "SetDupeFilter"]
-
-
-@runtime_checkable
-class DupeFilter(Protocol):
-    """Remembers fingerprints. ``add`` returns ``False`` if it was already seen."""
-
-    def add(self, fp: bytes) -> bool: ...
-
-    def __len__(self) -> int: ...
+__all__ = ["BloomDupeFilter", "RecentSet", "SetDupeFilter"]
 
 
 class BloomDupeFilter:

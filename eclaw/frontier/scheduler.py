@@ -6,67 +6,22 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
-from eclaw.frontier.dupefilter import BloomDupeFilter, DupeFilter, RecentSet, SetDupeFilter
+from eclaw.frontier.base import DupeFilter, check_request, fingerprint
+from eclaw.frontier.dupefilter import BloomDupeFilter, RecentSet, SetDupeFilter
 from eclaw.frontier.spill import SpillQueue
 from eclaw.http.message import Request
-from eclaw.http.urls import fingerprint, host_allowed, url_host
+from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
+    from eclaw.contracts import ItemPipeline
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["DefaultScheduler", "Scheduler", "check_request"]
+__all__ = ["DefaultScheduler"]
 
-_SCHEMES = frozenset({"http", "https"})
 _URL_REASONS = frozenset({"offsite", "unsupported scheme"})  # depend on the URL (fragment aside) alone
-
-
-@runtime_checkable
-class Scheduler(Protocol):
-    """What the engine needs from a frontier.
-
-    ``enqueue`` takes a batch (the links of one page) and returns, for each
-    request, ``None`` when it was queued, else the reason it was dropped.
-    ``next_request`` returns a request only when a download slot is free for
-    it (the slot is held until ``release``). ``wake`` (given to ``open``) must
-    be called when a request becomes available later (a politeness delay elapsed).
-    """
-
-    async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None: ...
-
-    async def enqueue(self, requests: Sequence[Request]) -> list[str | None]: ...
-
-    async def next_request(self) -> Request | None: ...
-
-    async def release(self, request: Request) -> None: ...
-
-    def pending(self) -> int: ...
-
-    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
-        """Politeness for ``host`` from now on: ``seconds`` between two download starts.
-
-        ``host=None`` sets the delay of every host without one of its own. A
-        ``floor`` (robots.txt ``Crawl-delay``) is a minimum later calls cannot go under.
-        """
-
-    async def close(self) -> None: ...
-
-
-def check_request(request: Request, settings: Settings, allowed: frozenset[str]) -> str | None:
-    """Why ``request`` may not be crawled, duplicates aside (``None``: it may): scheme,
-    URL length, depth, and (unless ``dont_filter``) the spider's ``allowed_domains``."""
-    url = request.url
-    if not url.startswith(("http://", "https://")) and url.partition(":")[0].lower() not in _SCHEMES:
-        return "unsupported scheme"
-    if len(url) > settings.max_url_length:
-        return "url too long"
-    if settings.max_depth and request.depth > settings.max_depth:
-        return "max depth"
-    if not request.dont_filter and not host_allowed(url_host(url), allowed):
-        return "offsite"
-    return None
 
 
 class _Slot:
@@ -115,10 +70,22 @@ class DefaultScheduler:
         self._floors: dict[str, float] = {}
         self._cooling: dict[str, float] = {}  # idle hosts whose delay has not elapsed yet
 
+    shared = False  # one crawl's own frontier
+
     @property
     def dupefilter(self) -> DupeFilter:
         assert self._dupefilter is not None, "scheduler not opened"
         return self._dupefilter
+
+    @property
+    def seeded(self) -> bool:
+        return False
+
+    def outputs(self) -> dict[str, ItemPipeline]:
+        return {}
+
+    async def done(self, request: Request) -> None:
+        """Not shared: nothing to tell."""
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
         self._settings = settings

@@ -10,17 +10,13 @@ import base64
 import json
 from typing import TYPE_CHECKING, Any
 
-from eclaw.exceptions import ConfigError
+from eclaw.exceptions import ConfigError, NotSerialisable
 from eclaw.http.message import Request
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider
 
-__all__ = ["NotSerialisable", "dumps", "loads"]
-
-
-class NotSerialisable(ValueError):
-    """The request holds something that cannot be written as JSON (a lambda callback, an object in meta)."""
+__all__ = ["dumps", "loads"]
 
 
 def dumps(request: Request, spider: Spider) -> str:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eclaw.frontier.serial import NotSerialisable, dumps, loads
+from eclaw.exceptions import NotSerialisable
+from eclaw.frontier.serial import dumps, loads
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:

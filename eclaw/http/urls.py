@@ -7,22 +7,16 @@ paths give identical results (tests compare them).
 
 from __future__ import annotations
 
-import hashlib
 import re
-from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from w3lib.url import canonicalize_url, safe_url_string
 
 from eclaw.exceptions import InvalidURL
 
-if TYPE_CHECKING:
-    from eclaw.http.message import Request
-
 __all__ = [
     "absolute_url",
     "canonical_url",
-    "fingerprint",
     "host_allowed",
     "join_url",
     "redact_url",
@@ -192,14 +186,6 @@ def _fast_canonical(url: str, match: re.Match[str] | None = None) -> str:
         pairs = sorted(tuple(arg.partition("=")[::2]) for arg in query.split("&") if arg)
         query = "&".join(f"{key}={value}" for key, value in pairs)
     return f"{scheme}://{host.lower()}{port or ''}{path or '/'}{'?' + query if query else ''}"
-
-
-def fingerprint(request: Request) -> bytes:
-    """A 20-byte digest of method, canonical URL and body."""
-    key = f"{request.method} {canonical_url(request.url)}".encode()
-    if request.body:
-        key += b" " + request.body
-    return hashlib.sha1(key, usedforsecurity=False).digest()
 
 
 def url_host(url: str) -> str:

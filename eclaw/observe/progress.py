@@ -9,11 +9,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from eclaw.events import SpiderClosed, SpiderOpened
 from eclaw.stats import Stats
 
 __all__ = ["Progress", "progress_line"]
 
-logger = logging.getLogger("eclaw.progress")
+logger = logging.getLogger(__name__)
 
 
 class Rate:
@@ -48,17 +49,31 @@ def progress_line(stats: Stats, queued: int, in_flight: int, rate: float) -> str
 
 
 class Progress:
-    """Shows ``sample()`` = (stats, queued, in flight) until cancelled.
+    """Shows a crawl's progress from its start (``SpiderOpened``) to its end (``SpiderClosed``): subscribe
+    :meth:`opened` and :meth:`closed`. On a TTY a rich live table (refreshed twice a second); otherwise one
+    log line every ``every`` seconds."""
 
-    On a TTY a rich live table (refreshed twice a second); otherwise one log line every ``every`` seconds.
-    """
-
-    def __init__(self, sample: Callable[[], tuple[Stats, int, int]], *, every: float = 5.0) -> None:
-        self.sample = sample
+    def __init__(self, *, every: float = 5.0) -> None:
         self.every = every
         self.rate = Rate()
+        self._task: asyncio.Task[None] | None = None
 
-    async def run(self) -> None:
+    async def opened(self, event: SpiderOpened) -> None:
+        crawl = event.crawl
+        assert crawl is not None
+        self.stop()
+        self._task = asyncio.create_task(self.run(lambda: (crawl.stats, crawl.queued, crawl.in_flight)))
+
+    async def closed(self, event: SpiderClosed) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def run(self, sample: Callable[[], tuple[Stats, int, int]]) -> None:
+        self.sample = sample
         if sys.stdout.isatty():
             await self._live()
         else:

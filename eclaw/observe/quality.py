@@ -18,12 +18,11 @@ import typing
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from eclaw.contracts import CrawlContext, Handler
+from eclaw.events import Event, ItemParsed
 from eclaw.items import item_to_dict, item_type
 
 if TYPE_CHECKING:
-    from eclaw.settings import Settings
-    from eclaw.spider import Spider
-    from eclaw.stats import Stats
     from eclaw.storage.store import RunLog
 
 __all__ = ["Profile", "RunRecorder", "compare"]
@@ -123,27 +122,44 @@ def _optional(hint: Any) -> bool:
 
 
 class RunRecorder:
-    """Records one crawl in the store's runs table and checks its data against the previous run."""
+    """Records one crawl in the store's runs table and checks its data against the previous run:
+    a watcher of its crawl (the items' profile comes from ``ItemParsed``)."""
 
     def __init__(self, log: RunLog) -> None:
         self.log = log
         self.profile = Profile()
         self._previous: dict[str, Any] | None = None
         self._ratio = 0.3
+        self._crawl: CrawlContext | None = None
 
-    async def start(self, spider: Spider, settings: Settings) -> None:
+    def __repr__(self) -> str:
+        return f"RunRecorder({self.log.template!r})"
+
+    def subscriptions(self) -> list[tuple[type[Event], Handler]]:
+        return [(ItemParsed, self.parsed)]
+
+    def parsed(self, event: ItemParsed) -> None:
+        self.profile.observe(event.item)
+
+    async def open(self, crawl: CrawlContext) -> None:
+        self._crawl = crawl
+        spider, settings = crawl.spider, crawl.settings
         self.profile = Profile(tuple(spider.required_fields))
         self._ratio = settings.quality_count_ratio
         values = json.dumps(dataclasses.asdict(settings), sort_keys=True, default=str)
         digest = hashlib.sha1(values.encode(), usedforsecurity=False).hexdigest()[:12]
         self._previous = await self.log.start(spider.name, settings.run_key, digest)
 
-    def observe(self, item: Any) -> None:
-        self.profile.observe(item)
-
-    async def finish(self, stats: Stats) -> None:
+    async def close(self) -> None:
+        """The crawl ended: its stats, profile and warnings into its run's row."""
+        if self._crawl is None or self.log.run_id is None:
+            return
+        stats = self._crawl.stats
         profile = self.profile.as_dict()
         stats.quality = compare(profile, self._previous, self._ratio) if stats.finish_reason == "finished" else []
         for warning in stats.quality:
             logger.warning("data quality: %s", warning)
-        await self.log.finish(stats.as_dict(), profile, stats.quality)
+        try:
+            await self.log.finish(stats.as_dict(), profile, stats.quality)
+        except Exception as exc:  # the crawl's data is safe; only its run record is missing
+            logger.error("could not record the run in %s: %s", self.log.path, exc)

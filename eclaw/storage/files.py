@@ -1,5 +1,4 @@
-"""Feed exporters: pipelines that write items to JSONL, JSON, CSV (and, in
-:mod:`eclaw.parquet` / :mod:`eclaw.store`, Parquet and SQLite) files.
+"""File exporters: outputs that write items to JSONL, JSON and CSV files.
 
 Output paths may hold placeholders, filled when a crawl starts: ``{spider}``,
 ``{run_key}``, ``{date}`` (UTC, YYYY-MM-DD), and ``%(batch)05d`` for rotated
@@ -12,7 +11,6 @@ from __future__ import annotations
 
 import abc
 import csv
-import datetime as dt
 import io
 import itertools
 import json
@@ -20,31 +18,17 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eclaw.contracts import CrawlContext
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_to_dict
+from eclaw.storage.paths import resolve_path
 
 if TYPE_CHECKING:
-    from eclaw.core.pipeline import ItemPipeline
     from eclaw.spider import Spider
 
-__all__ = ["CsvExporter", "JsonExporter", "JsonLinesExporter", "OutputOptions", "exporter_for", "resolve_path"]
+__all__ = ["CsvExporter", "FileExporter", "JsonExporter", "JsonLinesExporter"]
 
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # made once: json.dumps with options makes one per call
-OutputOptions = dict[str, Any]  # run_key, batch_items, batch_bytes, item_key, partition_by
-
-
-def resolve_path(template: str | Path, spider: str, run_key: str, batch: int | None = None) -> Path:
-    """``template`` with its placeholders filled."""
-    text = str(template)
-    try:
-        text = text.format(spider=spider, run_key=run_key, date=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"))
-        if batch is not None:
-            text = text % {"batch": batch}
-    except (KeyError, IndexError, ValueError, TypeError) as exc:
-        raise ConfigError(
-            f"bad output path {template}: placeholder {exc} (use {{spider}}, {{run_key}}, {{date}}, %(batch)05d)"
-        ) from None
-    return Path(text)
 
 
 class FileExporter(abc.ABC):
@@ -85,8 +69,8 @@ class FileExporter(abc.ABC):
         if path.is_dir():
             raise ConfigError(f"output path is a directory: {path}")
 
-    async def open(self, spider: Spider) -> None:
-        self._spider = spider.name
+    async def open(self, crawl: CrawlContext) -> None:
+        self._spider = crawl.spider.name
         if self._resume is None:
             self._open_file(1)
         else:
@@ -176,7 +160,11 @@ class FileExporter(abc.ABC):
                 os.close(self._fd)
                 self._fd = None
 
-    async def close(self, spider: Spider) -> None:
+    async def flush(self) -> None:
+        """Every item is written through at once: nothing waits in a buffer."""
+        return None
+
+    async def close(self) -> None:
         self._close_file()
 
     def header(self) -> bytes:
@@ -300,52 +288,3 @@ def _cell(value: Any) -> Any:
     if isinstance(value, dict | list | tuple):
         return json.dumps(value, ensure_ascii=False, default=str)
     return value
-
-
-_FORMATS: dict[str, str] = {
-    ".jsonl": "jsonl",
-    ".jl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".csv": "csv",
-    ".parquet": "parquet",
-    ".sqlite": "sqlite",
-    ".sqlite3": "sqlite",
-    ".db": "sqlite",
-}
-
-
-def exporter_for(path: str | Path, spider: str | None = None, **options: Any) -> ItemPipeline:
-    """The exporter for ``path``, chosen by its extension; with ``spider``, checked
-    (before any download) to be writable for that spider.
-
-    ``options``: ``run_key``, ``batch_items``, ``batch_bytes`` (rotation),
-    ``item_key`` (SQLite), ``partition_by`` (Parquet). Parquet and SQLite buffer
-    items: those they fail to write go to the crawl's dead-letter file.
-    """
-    suffix = Path(str(path).split("%(batch)")[-1]).suffix.lower() or Path(path).suffix.lower()
-    kind = _FORMATS.get(suffix)
-    if kind is None:
-        known = ", ".join(sorted(_FORMATS))
-        raise ConfigError(f"unsupported output format {suffix or '(none)'!r} for {path} (use {known})")
-    exporter: Any
-    if kind == "sqlite":
-        from eclaw.storage.store import SqliteStore
-
-        for name in ("batch_items", "batch_bytes", "partition_by"):
-            options.pop(name, None)
-        exporter = SqliteStore(path, **options)
-    elif kind == "parquet":
-        from eclaw.storage.parquet import ParquetExporter
-
-        exporter = ParquetExporter(path, **options)
-    else:
-        if options.get("partition_by"):
-            raise ConfigError(f"{path}: only Parquet outputs can be partitioned")
-        for name in ("item_key", "partition_by"):
-            options.pop(name, None)
-        cls = {"jsonl": JsonLinesExporter, "json": JsonExporter, "csv": CsvExporter}[kind]
-        exporter = cls(path, **options)
-    if spider is not None:
-        exporter.check(spider)
-    return exporter  # type: ignore[no-any-return]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_to_dict
-from eclaw.storage.files import resolve_path
+from eclaw.storage.paths import resolve_path
 
 if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
@@ -72,12 +72,10 @@ class ParquetExporter:
         if not path.parent.is_dir():
             raise ConfigError(f"output directory does not exist: {path.parent} (for {path})")
 
-    def attach(self, crawl: CrawlContext) -> None:
+    async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
-
-    async def open(self, spider: Spider) -> None:
-        self.path = resolve_path(self.template, spider.name, self.run_key)
-        self.check(spider.name)
+        self.path = resolve_path(self.template, crawl.spider.name, self.run_key)
+        self.check(crawl.spider.name)
         if self.partition_by and self.path.exists():
             import shutil
 
@@ -121,7 +119,7 @@ class ParquetExporter:
             if self._crawl is not None:
                 self._crawl.dead_letter(self, rows, exc)
 
-    async def close(self, spider: Spider) -> None:
+    async def close(self) -> None:
         try:
             self._flush()
         finally:

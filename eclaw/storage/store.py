@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_key, item_to_dict, item_type
 from eclaw.storage import sqlite
-from eclaw.storage.files import resolve_path
+from eclaw.storage.paths import resolve_path
 from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:
@@ -123,13 +123,12 @@ class SqliteStore:
         if path.is_dir():
             raise ConfigError(f"store path is a directory: {path}")
 
-    def attach(self, crawl: CrawlContext) -> None:
+    async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
-
-    async def open(self, spider: Spider) -> None:
+        spider = crawl.spider
         self.path = resolve_path(self.template, spider.name, self.run_key)
         self.check(spider.name)
-        self.item_key = self.item_key or tuple(getattr(spider, "item_key", ()) or ())
+        self.item_key = self.item_key or tuple(spider.item_key)
         try:
             await self._writer.start(self.path, _SCHEMA, self.busy_timeout)
         except (OSError, sqlite3.Error) as exc:
@@ -223,7 +222,7 @@ class SqliteStore:
             self._last_row = db.execute("SELECT max(id) FROM items").fetchone()[0] or 0
         return counts
 
-    async def close(self, spider: Spider) -> None:
+    async def close(self) -> None:
         try:
             await self._commit()
             finished = self._crawl is None or self._crawl.stats.finish_reason == "finished"

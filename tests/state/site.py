@@ -54,7 +54,7 @@ class MarkedPipeline:
         self.marker = os.environ.get("STATE_TEST_MARK", "")
         self.mark_at = int(os.environ.get("STATE_TEST_MARK_AT", "-1"))
 
-    async def open(self, spider: Spider) -> None:
+    async def open(self, crawl: Any) -> None:
         return None
 
     async def process_item(self, item: dict[str, Any], spider: Spider) -> dict[str, Any]:
@@ -63,7 +63,7 @@ class MarkedPipeline:
             await asyncio.sleep(2.0)
         return item
 
-    async def close(self, spider: Spider) -> None:
+    async def close(self) -> None:
         return None
 
 

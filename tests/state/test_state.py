@@ -166,5 +166,5 @@ async def test_one_state_dir_one_running_crawl(tmp_path: Path) -> None:
 
 
 def test_parquet_output_is_refused_with_state(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"Parquet files cannot be resumed"):
+    with pytest.raises(ConfigError, match=r"ParquetExporter.* cannot be resumed"):
         engine(tmp_path, "items.parquet").prepare(StateSpider)

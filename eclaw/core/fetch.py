@@ -1,0 +1,187 @@
+"""The owner of ``RequestScheduled``: a request through the middlewares and the downloader, and
+what came of it published (``ResponseDownloaded``, ``RequestFailed``, ``RequestDropped``).
+
+Each download is a task of its own, started when the frontier has a free slot;
+the slot is freed as soon as the response is in, before its callback runs (in
+the same task). A retry waits out its delay holding no slot (:class:`RetryQueue`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from eclaw.contracts import Fetch, Middleware
+from eclaw.core.activity import Activity
+from eclaw.core.bus import EventBus
+from eclaw.core.journal import Journal
+from eclaw.core.records import attempts_of
+from eclaw.downloaders.base import Downloader
+from eclaw.events import RequestDropped, RequestFailed, RequestScheduled, ResponseDownloaded
+from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
+from eclaw.frontier.base import Scheduler
+from eclaw.http.message import Request, Response
+from eclaw.http.urls import redact_url
+from eclaw.observe.logs import request_id
+from eclaw.stats import Stats
+
+__all__ = ["Fetcher", "RetryQueue", "chain"]
+
+logger = logging.getLogger(__name__)
+
+
+def chain(middlewares: Sequence[Middleware], fetch: Fetch) -> Fetch:
+    """Wrap ``fetch`` in ``middlewares`` once; the first is the outermost."""
+    handler = fetch
+    for middleware in reversed(middlewares):
+        if not callable(middleware):
+            raise TypeError(f"middleware {middleware!r} is not callable")
+        handler = _bind(middleware, handler)
+    return handler
+
+
+def _bind(middleware: Middleware, call_next: Fetch) -> Fetch:
+    def call(request: Request) -> Awaitable[Response]:
+        return middleware(request, call_next)  # the middleware's own coroutine: no wrapper frame to resume
+
+    return call
+
+
+class RetryQueue:
+    """Requests waiting out a retry delay, holding no download slot meanwhile."""
+
+    def __init__(self, ready: Callable[[Request], None]) -> None:
+        self._ready = ready
+        self._timers: dict[asyncio.TimerHandle, Request] = {}
+
+    def __len__(self) -> int:
+        return len(self._timers)
+
+    def add(self, request: Request, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle | None = None
+
+        def fire() -> None:
+            assert handle is not None
+            del self._timers[handle]
+            self._ready(request)
+
+        handle = loop.call_later(max(0.0, delay), fire)
+        self._timers[handle] = request
+
+    def cancel_all(self) -> int:
+        """Drop every waiting request (the crawl is ending); returns how many."""
+        for handle in self._timers:
+            handle.cancel()
+        count = len(self._timers)
+        self._timers.clear()
+        return count
+
+
+class Fetcher:
+    """Downloads one scheduled request and publishes the outcome."""
+
+    def __init__(
+        self,
+        *,
+        downloader: Downloader,
+        middlewares: Sequence[Middleware],
+        scheduler: Scheduler,
+        bus: EventBus,
+        stats: Stats,
+        journal: Journal,
+        activity: Activity,
+        retrying: RetryQueue,
+        handled: frozenset[int],
+        pump: Callable[[], Awaitable[None]],
+        finished: Callable[[Request], None],
+    ) -> None:
+        self._downloader = downloader
+        self._scheduler = scheduler
+        self._bus = bus
+        self._stats = stats
+        self._journal = journal
+        self._activity = activity
+        self._retrying = retrying
+        self._handled = handled
+        self._pump = pump
+        self._finished = finished
+        self._fetch = chain(middlewares, self._checked)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, request: Request) -> None:
+        """A download slot is free for ``request``: download it in a task of its own."""
+        self._activity.downloads += 1
+        task = self._activity.spawn(self._download(request))
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._activity.downloads -= 1
+        self._activity.check()
+
+    def abort(self) -> None:
+        """Cancel every download under way (a stop's ``shutdown_timeout`` is over)."""
+        for task in self._tasks:
+            task.cancel()
+
+    async def _download(self, request: Request) -> None:
+        request_id.set(request._id)  # this task's log lines name the request
+        await self._bus.publish(RequestScheduled(request=request))
+
+    async def scheduled(self, event: RequestScheduled) -> None:
+        """The owner: fetch, free the slot, publish the response (its callback runs here, after)."""
+        request = event.request
+        self._stats.requests_scheduled += 1
+        response: Response | None = None
+        error: Exception | None = None
+        try:
+            response = await self._fetch(request)
+        except asyncio.CancelledError:
+            self._stats.requests_pending += 1  # aborted by shutdown: not crawled
+            raise
+        except Exception as exc:
+            error = exc
+        finally:
+            await self._scheduler.release(request)
+        await self._pump()  # the next download starts from here: no trip through the crawl's loop
+        if error is not None:
+            await self._failed(request, error)
+        elif response is not None:
+            stats = self._stats
+            stats.responses_downloaded += 1
+            stats.status_counts[response.status] += 1
+            stats.bytes_downloaded += len(response.body)
+            await self._bus.publish(ResponseDownloaded(request=response.request, response=response))
+
+    async def _checked(self, request: Request) -> Response:
+        response = await self._downloader.fetch(request)
+        if response.status >= 400 and response.status not in self._handled:
+            meta = request.meta
+            if not meta.get("handle_httpstatus_all") and response.status not in meta.get("handle_httpstatus_list", ()):
+                raise HttpError(response)
+        return response
+
+    async def _failed(self, request: Request, exc: Exception) -> None:
+        """What a download that raised comes to: a drop, a retry later, or a failure."""
+        bus, attempt = self._bus, attempts_of(request)
+        if isinstance(exc, IgnoreRequest):
+            await bus.publish(RequestDropped(request=request, reason=exc.reason))
+            self._finished(request)
+        elif isinstance(exc, RetryRequest):
+            again = exc.request
+            again._id = again._id or request._id
+            self._journal.accepted(again)
+            failure = RequestFailed(request=request, reason=exc.reason, error=exc.error, attempt=attempt, final=False)
+            await bus.publish(failure)
+            self._retrying.add(again, exc.delay)
+        elif isinstance(exc, DownloadError):
+            logger.warning("failed %s: %s", redact_url(request.url), redact_url(str(exc)))
+            await bus.publish(RequestFailed(request=request, reason=exc.reason, error=exc, attempt=attempt))
+        else:  # a bug in a middleware or a downloader: this request fails, the crawl goes on
+            shown = redact_url(request.url)
+            logger.error("error downloading %s: %s: %s", shown, type(exc).__name__, redact_url(str(exc)), exc_info=exc)
+            reason = f"error: {type(exc).__name__}"
+            await bus.publish(RequestFailed(request=request, reason=reason, error=exc, attempt=attempt))

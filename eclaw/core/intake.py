@@ -1,0 +1,72 @@
+"""The owner of ``RequestGenerated``: new requests, a page's links at a time, into the frontier."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from eclaw.core.activity import Activity
+from eclaw.core.bus import EventBus
+from eclaw.core.journal import Journal
+from eclaw.events import RequestDropped, RequestFailed
+from eclaw.exceptions import EclawError
+from eclaw.frontier.base import Scheduler
+from eclaw.http.message import Request
+from eclaw.stats import Stats
+
+__all__ = ["Intake"]
+
+logger = logging.getLogger(__name__)
+
+
+class Intake:
+    """Counts new requests, gives them ids, hands them to the frontier, publishes what it refused
+    (``RequestDropped``), then starts what downloads it can."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        bus: EventBus,
+        stats: Stats,
+        journal: Journal,
+        activity: Activity,
+        pump: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._scheduler = scheduler
+        self._bus = bus
+        self._stats = stats
+        self._journal = journal
+        self._activity = activity
+        self._pump = pump
+
+    def assign(self, requests: list[Request]) -> None:
+        """Ids for requests about to be published (subscribers see them; the saved state keys on them)."""
+        self._journal.assign(requests)
+
+    async def generated(self, requests: list[Request], parent: Any) -> None:
+        """The owner's batch: requests yielded by a callback (or start requests, or a handler)."""
+        self._stats.requests_generated += len(requests)
+        await self.admit(requests, again=False)
+
+    async def requeue(self, requests: list[Request]) -> None:
+        """Requests seen before: a retry whose delay is over, the saved requests of a resumed crawl."""
+        await self.admit(requests, again=True)
+
+    async def admit(self, requests: list[Request], *, again: bool) -> None:
+        self._journal.assign(requests)
+        try:
+            reasons = await self._scheduler.enqueue(requests)
+        except Exception as exc:  # a broken frontier: each request fails with the reason, the crawl goes on
+            shown = None if isinstance(exc, EclawError) else exc
+            logger.error("scheduler failed on %d requests: %s", len(requests), exc, exc_info=shown)
+            for request in requests:
+                await self._bus.publish(RequestFailed(request=request, reason="scheduler error", error=exc))
+            return
+        self._journal.admitted(requests, reasons, again=again)
+        queued = reasons.count(None)
+        self._activity.admitted += queued
+        if queued < len(reasons):
+            dropped = [(r, why) for r, why in zip(requests, reasons, strict=True) if why is not None]
+            await self._bus.publish_batch(RequestDropped, dropped)
+        await self._pump()

@@ -1,0 +1,50 @@
+"""The crawl's record of its requests for a saved state (``--state``): which were accepted,
+changed (a retry) or finished. Without a state, requests only get their ids."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from eclaw.http.message import Request
+
+__all__ = ["Ids", "Journal"]
+
+
+class Journal(Protocol):
+    """What the crawl tells its saved state (:class:`eclaw.core.state.CrawlState` implements it)."""
+
+    def assign(self, requests: Iterable[Request]) -> None:
+        """Give new requests their ids (logs, trace; the saved state's rows)."""
+
+    def admitted(self, requests: Sequence[Request], reasons: Sequence[str | None], *, again: bool) -> None:
+        """The frontier answered ``requests`` (``None``: queued); ``again``: retries or resumed ones."""
+
+    def accepted(self, request: Request) -> None:
+        """``request`` changed (a retry asked for): save it again."""
+
+    def done(self, request: Request) -> None:
+        """``request`` reached its end."""
+
+
+class Ids:
+    """No saved state: requests get ids (for log lines and the trace), nothing else is kept."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+
+    def assign(self, requests: Iterable[Request]) -> None:
+        ids = self._ids
+        for request in requests:
+            if not request._id:
+                request._id = next(ids)
+
+    def admitted(self, requests: Sequence[Request], reasons: Sequence[str | None], *, again: bool) -> None:
+        return None
+
+    def accepted(self, request: Request) -> None:
+        return None
+
+    def done(self, request: Request) -> None:
+        return None

@@ -1,0 +1,107 @@
+"""What the crawl needs from a frontier (:class:`Scheduler`) and a duplicate filter
+(:class:`DupeFilter`), and the checks every frontier makes of a request."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Protocol
+
+from eclaw.http.message import Request
+from eclaw.http.urls import canonical_url, host_allowed, url_host
+
+if TYPE_CHECKING:
+    from eclaw.contracts import ItemPipeline
+    from eclaw.settings import Settings
+    from eclaw.spider import Spider
+
+__all__ = ["DupeFilter", "Scheduler", "check_request", "fingerprint"]
+
+_SCHEMES = frozenset({"http", "https"})
+
+
+class DupeFilter(Protocol):
+    """Remembers fingerprints. ``add`` returns ``False`` if it was already seen; ``dump`` and
+    ``load`` save it with a paused crawl's state (``--state``) and read it back."""
+
+    def add(self, fp: bytes) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+    def dump(self, file: BinaryIO) -> None: ...
+
+    def load(self, file: BinaryIO) -> None: ...
+
+
+class Scheduler(Protocol):
+    """What the engine needs from a frontier.
+
+    ``enqueue`` takes a batch (the links of one page) and returns, for each
+    request, ``None`` when it was queued, else the reason it was dropped.
+    ``next_request`` returns a request only when a download slot is free for
+    it (the slot is held until ``release``). ``wake`` (given to ``open``) must
+    be called when a request becomes available later (a politeness delay elapsed).
+
+    ``shared`` declares a frontier several workers share (Redis): the crawl tells
+    it when each request is ``done`` (its items stored), skips the start requests
+    when it is ``seeded`` elsewhere, and sends every item to its ``outputs()`` too.
+    ``dupefilter`` is what ``--state`` saves, or ``None`` where the frontier keeps
+    its own state (it cannot then be paused and resumed with ``--state``).
+    """
+
+    shared: bool
+
+    async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None: ...
+
+    async def enqueue(self, requests: Sequence[Request]) -> list[str | None]: ...
+
+    async def next_request(self) -> Request | None: ...
+
+    async def release(self, request: Request) -> None: ...
+
+    async def done(self, request: Request) -> None:
+        """``request`` reached its end and its items are stored (called only when ``shared``)."""
+
+    def pending(self) -> int: ...
+
+    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
+        """Politeness for ``host`` from now on: ``seconds`` between two download starts.
+
+        ``host=None`` sets the delay of every host without one of its own. A
+        ``floor`` (robots.txt ``Crawl-delay``) is a minimum later calls cannot go under.
+        """
+
+    @property
+    def seeded(self) -> bool:
+        """The start requests are in the frontier already (another process put them there)."""
+
+    @property
+    def dupefilter(self) -> DupeFilter | None: ...
+
+    def outputs(self) -> dict[str, ItemPipeline]:
+        """Where every stored item must also go (a shared frontier's item store), by name."""
+
+    async def close(self) -> None: ...
+
+
+def check_request(request: Request, settings: Settings, allowed: frozenset[str]) -> str | None:
+    """Why ``request`` may not be crawled, duplicates aside (``None``: it may): scheme,
+    URL length, depth, and (unless ``dont_filter``) the spider's ``allowed_domains``."""
+    url = request.url
+    if not url.startswith(("http://", "https://")) and url.partition(":")[0].lower() not in _SCHEMES:
+        return "unsupported scheme"
+    if len(url) > settings.max_url_length:
+        return "url too long"
+    if settings.max_depth and request.depth > settings.max_depth:
+        return "max depth"
+    if not request.dont_filter and not host_allowed(url_host(url), allowed):
+        return "offsite"
+    return None
+
+
+def fingerprint(request: Request) -> bytes:
+    """A 20-byte digest of method, canonical URL and body: what duplicate filters remember."""
+    key = f"{request.method} {canonical_url(request.url)}".encode()
+    if request.body:
+        key += b" " + request.body
+    return hashlib.sha1(key, usedforsecurity=False).digest()
