@@ -2,6 +2,10 @@
 (and eclaw with ``--state``, and with ``--trace`` and ``--metrics-port``, for what they cost).
 
     python -m bench.run [--pages 20000] [--repeats 3] [--scaling 2000,20000,60000]
+    python -m bench.run --contenders eclaw,eclaw@../old,baseline --scaling ''   # before/after a change
+
+A contender ``eclaw@DIR`` is eclaw run from another checkout (a git worktree of an
+earlier commit), in the same run: a change measured side by side with the code before it.
 
 Each contender crawls the same local catalogue (see bench/site.py) in its own
 process pinned to CPU 1 (the site's server is pinned to CPU 0), with
@@ -32,6 +36,8 @@ CONCURRENCY = 64
 
 
 def command(name: str, base: str, out: Path) -> list[str]:
+    if name.startswith("eclaw@"):  # the same crawl, by the eclaw of another checkout (see env_for)
+        return command("eclaw", base, out)
     if name == "eclaw-state":  # the same crawl, saving its state (checkpoints) as it goes
         state = CACHE / "state"
         shutil.rmtree(state, ignore_errors=True)
@@ -77,11 +83,24 @@ class Run:
         return 1000 * self.cpu_seconds / self.pages
 
 
+def env_for(name: str) -> dict[str, str] | None:
+    """``eclaw@DIR`` imports eclaw from DIR first (its own ``eclaw/middlewares`` must resolve there)."""
+    if not name.startswith("eclaw@"):
+        return None
+    checkout = Path(name.removeprefix("eclaw@")).resolve()
+    if not (checkout / "eclaw" / "__init__.py").is_file():
+        raise SystemExit(f"{name}: no eclaw checkout at {checkout}")
+    return {**os.environ, "PYTHONPATH": str(checkout)}
+
+
 def run_once(name: str, base: str, pages: int, out: Path) -> Run:
     out.unlink(missing_ok=True)
     started = time.perf_counter()
     process = subprocess.Popen(
-        [*taskset(1), *command(name, base, out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [*taskset(1), *command(name, base, out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env_for(name),
     )
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
@@ -127,7 +146,7 @@ def compare(pages: int, repeats: int, contenders: list[str]) -> tuple[dict[str, 
     with serve(site) as (base, server):
         for repeat in range(repeats):
             for name in contenders:
-                run = run_once(name, base, pages, CACHE / f"out-{name}.jsonl")
+                run = run_once(name, base, pages, CACHE / f"out-{name.replace('/', '_')}.jsonl")
                 runs.append(run)
                 print(
                     f"  [{repeat + 1}/{repeats}] {name:<8} {run.pages_per_s:8.0f} pages/s "

@@ -13,7 +13,7 @@ from typing import Any
 
 from eclaw.engine import Engine
 from eclaw.exceptions import CloseSpider, ConfigError, DropItem, EclawError, IgnoreRequest
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats

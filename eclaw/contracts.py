@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
     from eclaw.settings import Settings

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
-    from eclaw.http.message import Request, Response
+    from eclaw.http import Request, Response
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 

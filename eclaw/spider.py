@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 
 __all__ = ["Spider", "load_spider", "load_spiders", "make_spider"]
 

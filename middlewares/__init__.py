@@ -12,7 +12,7 @@ settings (the spider's ``custom_settings`` and ``-s`` included).
 from __future__ import annotations
 
 from eclaw.contracts import Fetch, Middleware
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.middlewares.default_headers import DefaultHeaders
 from eclaw.middlewares.http_cache import HttpCache
 from eclaw.middlewares.proxy import Proxy

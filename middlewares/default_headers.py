@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from eclaw.contracts import Fetch
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 
 __all__ = ["DefaultHeaders"]
 

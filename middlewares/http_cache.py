@@ -13,8 +13,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from eclaw.contracts import Fetch
 from eclaw.exceptions import CacheMiss, ConfigError
-from eclaw.http.message import Request, Response
 from eclaw.frontier.base import fingerprint
+from eclaw.http import Request, Response
 from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from eclaw.exceptions import (
     RetryRequest,
     TruncatedResponse,
 )
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 
 __all__ = ["RETRY_STATUSES", "Retry", "retry_after"]

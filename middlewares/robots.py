@@ -10,7 +10,7 @@ from protego import Protego
 
 from eclaw.contracts import Fetch
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from eclaw.contracts import Fetch
 from eclaw.exceptions import DownloadTimeout, HttpError
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eclaw.contracts import Fetch
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from eclaw.cluster.frontier import RedisScheduler, connect
 from eclaw.cluster.sink import cluster_status, export_items, merged_stats
 from eclaw.core.lifecycle import iterate
 from eclaw.engine import Engine
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider
 from eclaw.stats import Stats

@@ -29,7 +29,7 @@ from eclaw.cluster.sink import ClusterSink
 from eclaw.exceptions import ConfigError, EclawError, NotSerialisable, RedisLost
 from eclaw.frontier.base import check_request, fingerprint
 from eclaw.frontier.serial import dumps, loads
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.http.urls import redact_url, url_host
 
 if TYPE_CHECKING:

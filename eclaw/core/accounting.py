@@ -15,7 +15,7 @@ from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import DropLog, FailureLog
 from eclaw.events import ItemDropped, ItemStored, RequestFailed, ResponseParsed
 from eclaw.frontier.base import Scheduler
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.http.urls import redact_url
 from eclaw.stats import Stats
 

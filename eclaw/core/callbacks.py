@@ -20,7 +20,7 @@ from eclaw.core.parser import Parser
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.events import ItemParsed, RequestFailed, RequestGenerated, ResponseDownloaded, ResponseParsed
 from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
 from eclaw.observe.logs import request_id

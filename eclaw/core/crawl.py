@@ -47,7 +47,7 @@ from eclaw.events import (
     SpiderOpened,
 )
 from eclaw.exceptions import EclawError
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.observe.logs import crawl_logs
 from eclaw.stats import Stats
 

@@ -21,7 +21,7 @@ from eclaw.downloaders.base import Downloader
 from eclaw.events import RequestDropped, RequestFailed, RequestScheduled, ResponseDownloaded
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
 from eclaw.frontier.base import Scheduler
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.observe.logs import request_id
 from eclaw.stats import Stats

@@ -12,7 +12,7 @@ from eclaw.core.journal import Journal
 from eclaw.events import RequestDropped, RequestFailed
 from eclaw.exceptions import EclawError
 from eclaw.frontier.base import Scheduler
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.stats import Stats
 
 __all__ = ["Intake"]

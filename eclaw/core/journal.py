@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from eclaw.http.message import Request
+from eclaw.http import Request
 
 __all__ = ["Ids", "Journal"]
 

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.items import is_item
 
 if TYPE_CHECKING:

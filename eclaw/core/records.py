@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from eclaw.exceptions import HttpError
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.http.urls import redact_url
 from eclaw.items import item_to_dict
 from eclaw.settings import Settings

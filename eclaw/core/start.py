@@ -11,7 +11,7 @@ from eclaw.core.lifecycle import iterate
 from eclaw.events import RequestGenerated
 from eclaw.exceptions import ConfigError, EclawError
 from eclaw.frontier.base import Scheduler
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.spider import Spider, check_start_url
 
 __all__ = ["StartFeeder"]

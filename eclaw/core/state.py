@@ -37,7 +37,7 @@ from eclaw.frontier.serial import dumps, loads
 from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:
-    from eclaw.http.message import Request
+    from eclaw.http import Request
     from eclaw.spider import Spider
 
 __all__ = ["CrawlState", "Saved", "restore_outputs", "save_outputs"]

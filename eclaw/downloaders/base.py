@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
     from eclaw.settings import Settings

@@ -35,7 +35,7 @@ from eclaw.exceptions import (
     TruncatedResponse,
     UnsupportedRedirect,
 )
-from eclaw.http.message import Request, Response
+from eclaw.http import Request, Response
 from eclaw.http.urls import canonical_url, host_allowed, url_host
 
 if TYPE_CHECKING:

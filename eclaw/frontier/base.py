@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.http.urls import canonical_url, host_allowed, url_host
 
 if TYPE_CHECKING:

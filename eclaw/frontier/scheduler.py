@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from eclaw.frontier.base import DupeFilter, check_request, fingerprint
 from eclaw.frontier.dupefilter import BloomDupeFilter, RecentSet, SetDupeFilter
 from eclaw.frontier.spill import SpillQueue
-from eclaw.http.message import Request
+from eclaw.http import Request
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:

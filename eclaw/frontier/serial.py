@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import ConfigError, NotSerialisable
-from eclaw.http.message import Request
+from eclaw.http import Request
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider

@@ -15,7 +15,7 @@ from eclaw.frontier.serial import dumps, loads
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
-    from eclaw.http.message import Request
+    from eclaw.http import Request
     from eclaw.spider import Spider
 
 __all__ = ["SpillQueue"]

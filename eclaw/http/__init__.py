@@ -1,5 +1,6 @@
 """HTTP values: :class:`Request` and :class:`Response`, URLs, selectors, and telling text from binary."""
 
-from eclaw.http.message import Request, Response
+from eclaw.http.request import Request
+from eclaw.http.response import Response
 
 __all__ = ["Request", "Response"]

@@ -1,0 +1,176 @@
+"""A request: what to fetch, and what to do with the response."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eclaw.http.urls import absolute_url
+
+__all__ = ["Callback", "Request", "plain_request"]
+
+Callback = Callable[..., Any]
+_new = object.__new__
+
+
+class Request:
+    """A request to fetch ``url`` and hand the response to ``callback``.
+
+    Args:
+        url: absolute URL; http(s) URLs are percent-escaped and IDNA-encoded.
+            Other schemes are accepted here and dropped by the scheduler.
+        callback: spider method (or function) receiving the ``Response``;
+            ``None`` means the spider's ``parse``.
+        method: HTTP method.
+        headers: extra request headers.
+        body: request body.
+        meta: free-form per-request data, readable as ``response.meta``.
+        priority: higher runs first.
+        cb_kwargs: extra keyword arguments for the callback.
+        dont_filter: skip duplicate and offsite filtering.
+        errback: called with the ``RequestFailed`` event when the request
+            finally fails; may yield items and requests like a callback.
+        depth: link distance from a start request (set by the engine).
+    """
+
+    # headers, meta and cb_kwargs are made on first use: most requests wait in
+    # the frontier with all three empty, and three empty dicts would double
+    # their size there.
+    __slots__ = (
+        "_cb_kwargs",
+        "_headers",
+        "_id",
+        "_meta",
+        "body",
+        "callback",
+        "depth",
+        "dont_filter",
+        "errback",
+        "method",
+        "priority",
+        "url",
+    )
+    _FIELDS = (
+        "url",
+        "callback",
+        "method",
+        "headers",
+        "body",
+        "meta",
+        "priority",
+        "cb_kwargs",
+        "dont_filter",
+        "errback",
+        "depth",
+    )
+
+    _PLAIN_FIELDS = frozenset({"headers", "meta", "priority", "cb_kwargs", "dont_filter", "depth"})
+
+    def __init__(
+        self,
+        url: str,
+        callback: Callback | None = None,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: bytes | str = b"",
+        meta: dict[str, Any] | None = None,
+        priority: int = 0,
+        cb_kwargs: dict[str, Any] | None = None,
+        dont_filter: bool = False,
+        errback: Callback | None = None,
+        depth: int = 0,
+        _safe: bool = False,
+    ) -> None:
+        # Written out by hand: this runs once per extracted link.
+        self.url = url if _safe else absolute_url(url)
+        self.callback = callback
+        self.method = method if method == "GET" else method.upper()
+        self._headers = headers
+        self.body = body.encode() if isinstance(body, str) else body
+        self._meta = meta
+        self.priority = priority
+        self._cb_kwargs = cb_kwargs
+        self.dont_filter = dont_filter
+        self.errback = errback
+        self.depth = depth
+        self._id = 0  # its row in a saved crawl's state (0: none); kept by replace()
+        if callback is not None and not callable(callback):
+            raise TypeError(f"Request callback must be callable, got {callback!r}")
+        if errback is not None and not callable(errback):
+            raise TypeError(f"Request errback must be callable, got {errback!r}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            self._headers = {}
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: dict[str, str]) -> None:
+        self._headers = value
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
+
+    @property
+    def cb_kwargs(self) -> dict[str, Any]:
+        if self._cb_kwargs is None:
+            self._cb_kwargs = {}
+        return self._cb_kwargs
+
+    @cb_kwargs.setter
+    def cb_kwargs(self, value: dict[str, Any]) -> None:
+        self._cb_kwargs = value
+
+    def replace(self, **changes: Any) -> Request:
+        """Return a copy with ``changes`` applied (meta and headers are copied)."""
+        unknown = changes.keys() - self._PLAIN_FIELDS
+        if unknown:  # a field the constructor checks or converts
+            return self._rebuilt(changes)
+        new = _new(Request)
+        new.url, new.callback, new.method, new.body = self.url, self.callback, self.method, self.body
+        new.priority, new.dont_filter, new.errback = self.priority, self.dont_filter, self.errback
+        new.depth, new._id = self.depth, self._id
+        new._meta = dict(self._meta) if self._meta else None
+        new._headers = dict(self._headers) if self._headers else None
+        new._cb_kwargs = dict(self._cb_kwargs) if self._cb_kwargs else None
+        for name, value in changes.items():
+            setattr(new, name, value)
+        return new
+
+    def _rebuilt(self, changes: dict[str, Any]) -> Request:
+        unknown = changes.keys() - set(self._FIELDS)
+        if unknown:
+            raise TypeError(f"Request has no field {sorted(unknown)[0]!r}")
+        fields = {name: getattr(self, name) for name in self._FIELDS}
+        fields["meta"] = dict(self.meta)
+        fields["headers"] = dict(self.headers)
+        fields["cb_kwargs"] = dict(self.cb_kwargs)
+        fields.update(changes)
+        new = Request(**fields, _safe="url" not in changes)
+        new._id = self._id
+        return new
+
+    def __repr__(self) -> str:
+        return f"<Request {self.method} {self.url}>"
+
+
+def plain_request(url: str, callback: Callback | None) -> Request:
+    """A GET ``Request`` for ``url``, already safe, built without the constructor's checks: the common
+    link, once per extracted href (a test compares it with a constructed one, slot by slot)."""
+    request = _new(Request)
+    request.url = url
+    request.callback = callback
+    request.method = "GET"
+    request.body = b""
+    request._headers = request._meta = request._cb_kwargs = request.errback = None
+    request.priority = request.depth = request._id = 0
+    request.dont_filter = False
+    return request
