@@ -126,6 +126,18 @@ def _columns(title: str, values: list[float], *, label: str, width: int = 640, h
     return f"<h2>{html.escape(title)}</h2>" + "".join(parts)
 
 
+def _latencies(records: list[Record]) -> list[float]:
+    """Seconds from each download's start (``RequestScheduled``) to its response."""
+    scheduled: dict[int, float] = {}
+    latencies = []
+    for record in records:
+        if record["event"] == "RequestScheduled":
+            scheduled[record["id"]] = record["t"]
+        elif record["event"] == "ResponseDownloaded" and record.get("id") in scheduled:
+            latencies.append(record["t"] - scheduled[record["id"]])
+    return latencies
+
+
 def render_report(records: list[Record], *, title: str = "eclaw crawl report") -> str:
     """A self-contained HTML page (inline SVG charts, no scripts) summarising a trace."""
     downloaded = [r for r in records if r["event"] == "ResponseDownloaded"]
@@ -137,13 +149,7 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
     throughput = [0.0] * buckets
     for record in downloaded:
         throughput[min(buckets - 1, int(record["t"] / per))] += 1 / per
-    scheduled: dict[int, float] = {}
-    latencies = []
-    for record in records:
-        if record["event"] == "RequestScheduled":
-            scheduled[record["id"]] = record["t"]
-        elif record["event"] == "ResponseDownloaded" and record.get("id") in scheduled:
-            latencies.append(record["t"] - scheduled[record["id"]])
+    latencies = _latencies(records)
     bins = 20
     slowest = max(latencies, default=0.0) or 1.0
     histogram = [0.0] * bins
