@@ -36,6 +36,8 @@ class Spider:
         item_key: key fields of the dict items this spider yields (the store
             upserts on them); declared item classes carry their own ``key``.
         required_fields: fields every dict item should have (checked at close).
+        user_agent: the ``User-Agent`` of this spider's requests (over the setting and the
+            ``UserAgent`` middleware's browser UA); robots.txt rules are matched for it.
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -52,6 +54,7 @@ class Spider:
     handle_httpstatus_list: Sequence[int] = ()
     item_key: Sequence[str] = ()
     required_fields: Sequence[str] = ()
+    user_agent: str = ""
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

@@ -97,7 +97,7 @@ class UserAgent:
         return f"UserAgent({len(self.profiles)} agents, rotate={self.rotate!r})"
 
     async def open(self, crawl: CrawlContext) -> None:
-        fixed = getattr(crawl.spider, "user_agent", None) or crawl.settings.user_agent
+        fixed = crawl.spider.user_agent or crawl.settings.user_agent
         self._fixed = (fixed, *_headers_for(fixed)) if fixed else None
         self._by_host.clear()
 

@@ -66,6 +66,6 @@ def _plain(result: Any) -> Iterable[object]:
         return ()
     if isinstance(result, Request) or is_item(result):
         return (result,)
-    if isinstance(result, str | bytes) or not hasattr(result, "__iter__"):
+    if isinstance(result, str | bytes) or not isinstance(result, Iterable):
         raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
-    return result  # type: ignore[no-any-return]
+    return result
