@@ -15,7 +15,7 @@ from eclaw.core.crawl import Crawl
 from eclaw.core.parser import CallbackParser, Parser
 from eclaw.core.parts import Assembly
 from eclaw.downloaders.base import Downloader
-from eclaw.downloaders.plain import HttpDownloader
+from eclaw.downloaders.router import Fetchers
 from eclaw.events import Event
 from eclaw.exceptions import ConfigError
 from eclaw.frontier.base import Scheduler
@@ -71,7 +71,7 @@ class Engine:
         outputs: Iterable[str | Path] = (),
         store: str | Path | None = None,
         scheduler: Callable[[], Scheduler] = DefaultScheduler,
-        downloader: Callable[[], Downloader] = HttpDownloader,
+        downloader: Callable[[], Downloader] = Fetchers,
         parser: Parser | None = None,
         state_dir: str | Path | None = None,
     ) -> None:

@@ -38,6 +38,8 @@ class Spider:
         required_fields: fields every dict item should have (checked at close).
         user_agent: the ``User-Agent`` of this spider's requests (over the setting and the
             ``UserAgent`` middleware's browser UA); robots.txt rules are matched for it.
+        fetcher: how its requests are fetched unless they say otherwise: ``"plain"``
+            (aiohttp, the default), or another fetcher's name (see :mod:`eclaw.downloaders`).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -55,6 +57,7 @@ class Spider:
     item_key: Sequence[str] = ()
     required_fields: Sequence[str] = ()
     user_agent: str = ""
+    fetcher: str = ""
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

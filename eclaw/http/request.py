@@ -31,6 +31,8 @@ class Request:
         errback: called with the ``RequestFailed`` event when the request
             finally fails; may yield items and requests like a callback.
         depth: link distance from a start request (set by the engine).
+        render: fetch it with a browser (``meta["render"] = True``): its page is what the
+            browser shows once its scripts ran (the ``browser`` fetcher, ``eclaw[browser]``).
     """
 
     # headers, meta and cb_kwargs are made on first use: most requests wait in
@@ -79,6 +81,7 @@ class Request:
         dont_filter: bool = False,
         errback: Callback | None = None,
         depth: int = 0,
+        render: bool = False,
         _safe: bool = False,
     ) -> None:
         # Written out by hand: this runs once per extracted link.
@@ -87,7 +90,7 @@ class Request:
         self.method = method if method == "GET" else method.upper()
         self._headers = headers
         self.body = body.encode() if isinstance(body, str) else body
-        self._meta = meta
+        self._meta = {**(meta or {}), "render": True} if render else meta
         self.priority = priority
         self._cb_kwargs = cb_kwargs
         self.dont_filter = dont_filter
