@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from eclaw.exceptions import ConfigError
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "host_map"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -87,6 +87,21 @@ class Settings:
         log_file: also log this crawl to this file (lines carry spider, run id and request id).
         trace: write every event of the crawl to this JSONL file (``eclaw trace``, ``eclaw report`` read it).
         metrics_port: serve Prometheus metrics on 127.0.0.1 at this port (0: off).
+        host_concurrency: per-host limits over ``concurrency_per_domain``: ``"a.example=2,b.example=1"``
+            (cluster-wide with ``scheduler_url``, like every politeness setting).
+        host_delay: per-host delays over ``download_delay``, seconds: ``"a.example=1.5,b.example=5"``;
+            a floor the throttle never goes under.
+        max_pages: stop after this many pages parsed in this run (0: no limit); finish reason ``max pages``.
+        max_items: ... after this many items stored in this run (``max items``).
+        max_seconds: ... after this many seconds (``max seconds``).
+        max_errors: ... after this many requests failed for good in this run (``max errors``).
+        max_idle_items_seconds: ... when no item was stored for this many seconds (``no new items``).
+        max_memory_mb: when the process's memory passes this many MB, stop scheduling, let the
+            downloads under way finish and stop (``memory ceiling``; with ``state_dir`` the crawl
+            is saved and the same command resumes it).
+
+    A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
+    running the same command again goes on, with a fresh budget for the new run.
     """
 
     concurrency: int = 16
@@ -131,6 +146,15 @@ class Settings:
     log_file: str = ""
     trace: str = ""
     metrics_port: int = 0
+    # -- per-host politeness and crawl budgets
+    host_concurrency: str = ""
+    host_delay: str = ""
+    max_pages: int = 0
+    max_items: int = 0
+    max_seconds: float = 0.0
+    max_errors: int = 0
+    max_idle_items_seconds: float = 0.0
+    max_memory_mb: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -161,6 +185,11 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
+        for name in ("max_pages", "max_items", "max_seconds", "max_errors", "max_idle_items_seconds", "max_memory_mb"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"setting {name!r} must not be negative (0: no limit), got {getattr(self, name)!r}")
+        host_map(self.host_concurrency, "host_concurrency", int)
+        host_map(self.host_delay, "host_delay", float)
         if self.read_timeout < 0:
             raise ConfigError(f"setting 'read_timeout' must not be negative, got {self.read_timeout!r}")
         for name in ("connect_timeout", "timeout", "checkpoint_interval", "lease_timeout"):
@@ -200,6 +229,22 @@ class Settings:
     @classmethod
     def names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
+
+
+def host_map(text: str, name: str, kind: type[int] | type[float]) -> dict[str, float]:
+    """``"a.example=2,b.example=1.5"`` as ``{host: number}``; a one-line error naming what is wrong."""
+    result: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        host, sep, value = part.partition("=")
+        host = host.strip().lower()
+        try:
+            number = kind(value.strip()) if sep and host else None
+        except ValueError:
+            number = None
+        if number is None or number < 0 or (kind is int and number < 1):
+            raise ConfigError(f"setting {name!r}: expected host=number pairs, got {part!r}")
+        result[host] = number
+    return result
 
 
 def _field_name(key: str) -> str:

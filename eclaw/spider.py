@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
 from eclaw.http import Request, Response
+from eclaw.settings import Settings
+from eclaw.stats import Stats
 
 __all__ = ["Spider", "load_spider", "load_spiders", "make_spider"]
 
@@ -58,6 +60,7 @@ class Spider:
     required_fields: Sequence[str] = ()
     user_agent: str = ""
     fetcher: str = ""
+    crawl: Any = None  # the running crawl (an eclaw.contracts.CrawlContext), set when the crawl starts
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
@@ -68,6 +71,21 @@ class Spider:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+    @property
+    def settings(self) -> Settings:
+        """The running crawl's settings (the spider's ``custom_settings`` and ``-s`` applied)."""
+        return self._running().settings  # type: ignore[no-any-return]
+
+    @property
+    def stats(self) -> Stats:
+        """The running crawl's stats, as they are now."""
+        return self._running().stats  # type: ignore[no-any-return]
+
+    def _running(self) -> Any:
+        if self.crawl is None:
+            raise ConfigError(f"spider {self.name!r} is not crawling: settings and stats exist while it runs")
+        return self.crawl
 
     def _validate(self) -> None:
         cls = type(self).__name__

@@ -37,9 +37,10 @@ Answers = Mapping[str, Answer] | Callable[[Request], Answer | Awaitable[Answer]]
 
 
 @asynccontextmanager
-async def serve(app: web.Application) -> AsyncIterator[str]:
-    """Serve ``app`` on 127.0.0.1, on a free port; yields the base URL (no trailing slash)."""
-    server = TestServer(app, host="127.0.0.1", port=0)
+async def serve(app: web.Application, host: str = "127.0.0.1") -> AsyncIterator[str]:
+    """Serve ``app`` on ``host`` (127.0.0.1; on Linux any 127.x.y.z is a host of its own), on a free
+    port; yields the base URL (no trailing slash)."""
+    server = TestServer(app, host=host, port=0)
     await server.start_server()
     try:
         yield str(server.make_url("")).rstrip("/")

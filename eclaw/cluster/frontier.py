@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from eclaw.cluster import lua as redis_lua
 from eclaw.cluster.sink import ClusterSink
 from eclaw.exceptions import ConfigError, EclawError, NotSerialisable, RedisLost
-from eclaw.frontier.base import check_request, fingerprint
+from eclaw.frontier.base import check_request, fingerprint, host_overrides
 from eclaw.frontier.serial import dumps, loads
 from eclaw.http import Request
 from eclaw.http.urls import redact_url, url_host
@@ -86,6 +86,7 @@ class RedisScheduler:
         self._seq = itertools.count()
         self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
         self._delays: dict[str, float] = {}
+        self._limits: dict[str, int] = {}  # per-host concurrency over concurrency_per_domain
         self._delay = 0.0
         self._beat: asyncio.Task[None] | None = None
         self._bloom: tuple[int, int] = (0, 0)  # bits, hashes
@@ -119,6 +120,9 @@ class RedisScheduler:
         self._spider, self._settings, self._wake = spider, settings, wake
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
         self._delay = settings.download_delay
+        self._limits, delays = host_overrides(settings)
+        for host, seconds in delays.items():
+            self.set_delay(host, seconds, floor=True)
         self.prefix = f"eclaw:{spider.name}:"
         self.redis = await connect(self.url)
         self._scripts = {
@@ -285,7 +289,8 @@ class RedisScheduler:
         token = f"{self.worker}:{-request._id}"
         delay = self._delays.get(host, self._delay)
         lifetime = int((self._settings.timeout + 30) * 1000)
-        args = [self._settings.concurrency_per_domain, int(delay * 1000), token, lifetime, host]
+        limit = self._limits.get(host, self._settings.concurrency_per_domain)
+        args = [limit, int(delay * 1000), token, lifetime, host]
         wait_ms = await self._run("ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args)
         if not wait_ms:
             self._held[request._id] = (host, token)

@@ -63,6 +63,7 @@ class Crawl:
 
     def __init__(self, parts: CrawlParts, subscribers: Subscribers) -> None:
         self.spider = parts.spider
+        self.spider.crawl = self  # self.settings, self.stats in callbacks
         self.settings = parts.settings
         self.scheduler = parts.scheduler
         self.outputs = parts.outputs

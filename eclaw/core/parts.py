@@ -12,6 +12,7 @@ from typing import Any
 
 from eclaw.cluster.frontier import RedisScheduler
 from eclaw.contracts import ItemPipeline, Middleware, Resumable, Watcher
+from eclaw.core.budgets import Budgets
 from eclaw.core.parser import Parser
 from eclaw.core.pipeline import as_pipeline
 from eclaw.core.state import CrawlState
@@ -141,6 +142,8 @@ class Assembly:
             watchers.append(Metrics(settings.metrics_port))
         if self.store:
             watchers.append(RunRecorder(RunLog(self.store)))
+        if Budgets.wanted(settings):
+            watchers.append(Budgets(settings))
         return watchers
 
 

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from eclaw.http import Request
 from eclaw.http.urls import canonical_url, host_allowed, url_host
+from eclaw.settings import host_map
 
 if TYPE_CHECKING:
     from eclaw.contracts import ItemPipeline
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["DupeFilter", "Scheduler", "check_request", "fingerprint"]
+__all__ = ["DupeFilter", "Scheduler", "check_request", "fingerprint", "host_overrides"]
 
 _SCHEMES = frozenset({"http", "https"})
 
@@ -97,6 +98,12 @@ def check_request(request: Request, settings: Settings, allowed: frozenset[str])
     if not request.dont_filter and not host_allowed(url_host(url), allowed):
         return "offsite"
     return None
+
+
+def host_overrides(settings: Settings) -> tuple[dict[str, int], dict[str, float]]:
+    """Per-host concurrency limits and delays from ``host_concurrency`` and ``host_delay``."""
+    limits = {host: int(n) for host, n in host_map(settings.host_concurrency, "host_concurrency", int).items()}
+    return limits, host_map(settings.host_delay, "host_delay", float)
 
 
 def fingerprint(request: Request) -> bytes:

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from eclaw.frontier.base import DupeFilter, check_request, fingerprint
+from eclaw.frontier.base import DupeFilter, check_request, fingerprint, host_overrides
 from eclaw.frontier.dupefilter import BloomDupeFilter, RecentSet, SetDupeFilter
 from eclaw.frontier.spill import SpillQueue
 from eclaw.http import Request
@@ -56,6 +56,7 @@ class DefaultScheduler:
     def __init__(self, dupefilter: DupeFilter | None = None) -> None:
         self._dupefilter = dupefilter
         self._recent = RecentSet()
+        self._limits: dict[str, int] = {}  # per-host concurrency over concurrency_per_domain
         self._leased: dict[int, _Slot] = {}  # id of each request handed out -> its host's slot
         self._refused: dict[str, str] = {}  # recent URLs refused for a reason of the URL alone
         self._slots: dict[str, _Slot] = {}
@@ -94,6 +95,9 @@ class DefaultScheduler:
         self._delay = settings.download_delay
         self._wake = wake
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
+        self._limits, delays = host_overrides(settings)
+        for host, seconds in delays.items():
+            self.set_delay(host, seconds, floor=True)
         if self._dupefilter is None:
             self._dupefilter = (
                 SetDupeFilter()
@@ -185,7 +189,7 @@ class DefaultScheduler:
         """Put ``slot`` in the ready heap if it can start a download now."""
         if slot.queued or not slot.heap or slot.timer is not None:
             return
-        if slot.active >= self._settings.concurrency_per_domain:
+        if slot.active >= self._limits.get(slot.host, self._settings.concurrency_per_domain):
             return
         loop = asyncio.get_running_loop()
         wait = slot.not_before - loop.time()

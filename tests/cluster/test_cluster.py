@@ -91,6 +91,19 @@ async def test_per_host_limit_holds_across_three_workers(tmp_path: Path) -> None
     assert site.peak == 2  # three workers of concurrency 8, and the host never saw more than 2 at once
 
 
+async def test_a_per_host_override_holds_across_two_workers(tmp_path: Path) -> None:
+    site = CountingSite(pages=30, delay=0.05)
+    (tmp_path / "pages.py").write_text(SPIDER)
+    async with serve(site.app()) as base:
+        with redis_server(tmp_path) as server:
+            spider = [str(tmp_path / "pages.py"), "-a", f"base_url={base}", "--redis", server.url]
+            limits = ["-s", "concurrency_per_domain=4", "-s", "host_concurrency=127.0.0.1=1"]
+            await ended(await eclaw(tmp_path, "seed", *spider))
+            for worker in [await eclaw(tmp_path, "worker", *spider, *limits) for _ in range(2)]:
+                await ended(worker)
+    assert site.hits == 30 and site.peak == 1  # the host's own limit, cluster-wide
+
+
 async def seeded_workers(
     tmp: Path, base: str, server: RedisServer, count: int, lease_timeout: float
 ) -> list[asyncio.subprocess.Process]:

@@ -1,0 +1,110 @@
+"""Crawl budgets: end a crawl gracefully when this run has done enough (pages, items, seconds,
+errors), when items stop coming, or before memory runs out. A watcher like the trace: it counts
+the crawl's events and calls ``crawl.stop(reason)``; with ``--state`` that stop is a pause."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import time
+
+from eclaw.contracts import CrawlContext, Handler
+from eclaw.events import Event, ItemStored, RequestFailed, ResponseParsed
+from eclaw.settings import Settings
+
+__all__ = ["Budgets", "rss_mb"]
+
+logger = logging.getLogger(__name__)
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MB (Linux ``/proc``; 0 where it cannot be read)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * _PAGE / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class Budgets:
+    """Stops the crawl at the first budget it reaches; the finish reason names it."""
+
+    def __init__(self, settings: Settings, *, every: float = 0.5) -> None:
+        self._settings = settings
+        self._every = every
+        self._pages = self._items = self._errors = 0
+        self._last_item = time.monotonic()
+        self._started = time.monotonic()
+        self._crawl: CrawlContext | None = None
+        self._stopped = False
+        self._task: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def wanted(settings: Settings) -> bool:
+        return any(
+            (
+                settings.max_pages,
+                settings.max_items,
+                settings.max_seconds,
+                settings.max_errors,
+                settings.max_idle_items_seconds,
+                settings.max_memory_mb,
+            )
+        )
+
+    def subscriptions(self) -> list[tuple[type[Event], Handler]]:
+        return [(ResponseParsed, self._parsed), (ItemStored, self._stored), (RequestFailed, self._failed)]
+
+    async def open(self, crawl: CrawlContext) -> None:
+        self._crawl = crawl
+        self._started = self._last_item = time.monotonic()
+        self._task = asyncio.create_task(self._watch())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _parsed(self, event: ResponseParsed) -> None:
+        self._pages += 1
+        if self._pages == self._settings.max_pages:
+            self._stop("max pages", f"{self._pages} pages parsed")
+
+    def _stored(self, event: ItemStored) -> None:
+        self._items += 1
+        self._last_item = time.monotonic()
+        if self._items == self._settings.max_items:
+            self._stop("max items", f"{self._items} items stored")
+
+    def _failed(self, event: RequestFailed) -> None:
+        if event.final:
+            self._errors += 1
+            if self._errors == self._settings.max_errors:
+                self._stop("max errors", f"{self._errors} requests failed")
+
+    async def _watch(self) -> None:
+        """The budgets of time and memory, checked a few times a second."""
+        settings = self._settings
+        while True:
+            now = time.monotonic()
+            if settings.max_seconds and now - self._started >= settings.max_seconds:
+                self._stop("max seconds", f"{now - self._started:.0f}s")
+            elif settings.max_idle_items_seconds and now - self._last_item >= settings.max_idle_items_seconds:
+                self._stop("no new items", f"no item for {now - self._last_item:.0f}s")
+            elif settings.max_memory_mb and rss_mb() > settings.max_memory_mb:
+                gc.collect()  # what a collection frees first: stop only if that is not enough
+                if (used := rss_mb()) > settings.max_memory_mb:
+                    self._stop("memory ceiling", f"{used:.0f} MB over {settings.max_memory_mb} MB")
+            await asyncio.sleep(self._every)
+
+    def _stop(self, reason: str, detail: str) -> None:
+        assert self._crawl is not None
+        if self._stopped:
+            return
+        self._stopped = True
+        logger.warning("budget reached: %s (%s): stopping the crawl", reason, detail)
+        self._crawl.stop(reason)
