@@ -41,3 +41,9 @@ async def test_python_block_runs(page: str, line: int, code: str) -> None:
             await example()
     finally:
         sys.modules.pop(module.__name__, None)
+
+
+def test_every_fence_is_closed() -> None:
+    for page in sorted(DOCS.rglob("*.md")):
+        fences = [line for line in page.read_text(encoding="utf-8").splitlines() if line.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0, f"{page.name}: a code block is not closed"
