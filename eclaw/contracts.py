@@ -85,7 +85,10 @@ class CrawlContext(Protocol):
         """Stop the crawl gracefully."""
 
     def emit(self, event: Any) -> None:
-        """Publish an event (an ``EngineIdle`` handler adding a ``RequestGenerated``, say)."""
+        """Publish an event from outside the crawl's tasks (an ``EngineIdle`` handler adding requests)."""
+
+    async def publish(self, event: Any) -> None:
+        """Publish an event here and now: its subscribers, then its owner."""
 
     def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
         """``output`` could not write ``items`` it had accepted (a failed batch): dead-letter them for it."""

@@ -21,6 +21,8 @@ ItemDropped         pipeline runner (DropItem, a failure)   accounting
 ResponseParsed      callback runner, the callback finished  accounting (terminal: parsed)
 RequestFailed       fetcher, callback runner                accounting (final = terminal), errback
 RequestDropped      intake, fetcher (IgnoreRequest)         accounting (terminal: dropped)
+ItemNew, ItemUpdated,  the SQLite store, against earlier runs  - (notifications: a recrawl's report)
+ItemUnchanged, ItemGone
 SpiderOpened        the crawl, before the first request     - (notification)
 SpiderClosed        the crawl, after the last event         - (notification)
 EngineIdle          the crawl, nothing queued or running    - (notification: handlers may add requests)
@@ -42,10 +44,15 @@ if TYPE_CHECKING:
 __all__ = [
     "EngineIdle",
     "Event",
+    "ItemDelta",
     "ItemDropped",
     "ItemEvent",
+    "ItemGone",
+    "ItemNew",
     "ItemParsed",
     "ItemStored",
+    "ItemUnchanged",
+    "ItemUpdated",
     "RequestDropped",
     "RequestEvent",
     "RequestFailed",
@@ -181,6 +188,42 @@ class ItemDropped(ItemEvent):
     """A pipeline dropped the item or failed on it (then it is dead-lettered)."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemDelta(ItemEvent):
+    """A keyed item, as the SQLite store found it against what it held from earlier runs."""
+
+    key: str
+
+
+@_fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemNew(ItemDelta):
+    """The store had no item of this type and key."""
+
+
+@_fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemUpdated(ItemDelta):
+    """The store had this item, with other content: it holds the new one now."""
+
+
+@_fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemUnchanged(ItemDelta):
+    """The store had this item, with the same content."""
+
+
+@_fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemGone(Event):
+    """A keyed item of the previous run that this (finished) run did not see again: ``item`` is
+    what the store last held (it keeps it)."""
+
+    kind: str
+    key: str
+    item: Any
 
 
 @_fast_init

@@ -69,6 +69,10 @@ class Settings:
         obey_robots: fetch and obey robots.txt (``Robots`` middleware).
         autothrottle: adapt each host's delay to its latency (``Throttle`` middleware).
         http_cache: directory of an ``HttpCache`` for development; empty is off.
+        incremental: a re-run asks the server whether each page it fetched before changed
+            (``If-None-Match`` / ``If-Modified-Since``, the validators kept in
+            ``eclaw-data/{spider}/recrawl``, or in ``http_cache``): a ``304`` is answered from
+            what was kept, so only what moved is downloaded.
         proxies: ``Proxy`` middleware source: comma-separated proxy URLs, a
             file of them (``@path``), or ``env`` for ``HTTP(S)_PROXY``; empty is off.
         shutdown_timeout: seconds in-flight downloads get after a stop request.
@@ -134,6 +138,7 @@ class Settings:
     obey_robots: bool = False
     autothrottle: bool = False
     http_cache: str = ""
+    incremental: bool = False
     proxies: str = ""
     shutdown_timeout: float = 10.0
     state_dir: str = ""

@@ -51,7 +51,7 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
     """The middlewares a crawl gets when none are configured, outermost first:
 
     ``Retry`` (unless ``retries=0``), ``Robots`` (if ``obey_robots``),
-    ``HttpCache`` (if ``http_cache``), ``Throttle`` (if ``autothrottle``),
+    ``HttpCache`` (if ``http_cache``; revalidating, if ``incremental``), ``Throttle`` (if ``autothrottle``),
     ``UserAgent``, ``Proxy`` (if ``proxies``).
 
     Without ``settings``: ``[Defaults()]``, the place-holder an engine fills per
@@ -64,8 +64,9 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
         chain.append(Retry(settings.retries))
     if settings.obey_robots:
         chain.append(Robots())
-    if settings.http_cache:
-        chain.append(HttpCache(settings.http_cache))
+    if settings.http_cache or settings.incremental:
+        cache = settings.http_cache or "eclaw-data/{spider}/recrawl"
+        chain.append(HttpCache(cache, revalidate=settings.incremental))
     if settings.autothrottle:
         chain.append(Throttle())
     chain.append(UserAgent())

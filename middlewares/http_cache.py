@@ -1,4 +1,5 @@
-"""HttpCache: keep responses on disk and replay them, to develop a spider offline."""
+"""HttpCache: keep responses on disk and replay them, to develop a spider offline; or revalidate
+them with conditional requests, so a re-run fetches only what changed (``incremental``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from eclaw.contracts import Fetch
 from eclaw.exceptions import CacheMiss, ConfigError
 from eclaw.frontier.base import fingerprint
 from eclaw.http import Request, Response
+from eclaw.storage.paths import resolve_path
 from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:
@@ -44,12 +46,20 @@ class HttpCache:
     ``offline=True`` a request that is not cached fails with ``CacheMiss``
     instead of being fetched.
 
+    With ``revalidate=True`` a stored response with an ``ETag`` or a
+    ``Last-Modified`` is not served as it is: the request goes out with
+    ``If-None-Match`` / ``If-Modified-Since``, and a ``304 Not Modified`` is
+    answered with the stored response (``response.meta["not_modified"]`` is
+    true; ``cache revalidated`` in the stats): the server sends only what changed,
+    and the callback sees the page as usual (its items, its links).
+
     Args:
-        dir: directory of the cache file (created if missing).
+        dir: directory of the cache file (created if missing; ``{spider}`` is filled in).
         expire: seconds a stored response stays fresh; 0 keeps it forever.
         ignore_statuses: statuses never stored (server errors by default; statuses
             the spider does not handle are never stored either).
         offline: never fetch; a miss is a failure.
+        revalidate: ask the server whether each stored response changed (see above).
     """
 
     def __init__(
@@ -59,8 +69,13 @@ class HttpCache:
         expire: float = 0,
         ignore_statuses: Iterable[int] = (429, 500, 502, 503, 504, 522, 524),
         offline: bool = False,
+        revalidate: bool = False,
     ) -> None:
+        if offline and revalidate:
+            raise ValueError("HttpCache: offline and revalidate exclude each other")
+        self.template = str(dir)
         self.dir = Path(dir)
+        self.revalidate = revalidate
         self.expire = expire
         self.ignore_statuses = frozenset(ignore_statuses)
         self.offline = offline
@@ -76,6 +91,7 @@ class HttpCache:
 
     async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
+        self.dir = resolve_path(self.template, crawl.spider.name, crawl.settings.run_key)
         try:
             await self._writer.start(self.path, _SCHEMA)
         except (OSError, sqlite3.Error) as exc:
@@ -88,13 +104,31 @@ class HttpCache:
         key = fingerprint(request)
         row = await self._writer.run(self._load, key)
         if row is not None:
-            self._count("cache hit")
             url, status, headers, body = row
-            return Response(url, status=status, headers=_headers(headers), body=body, request=request, from_cache=True)
+            stored = Response(url, status=status, headers=_headers(headers), body=body, request=request)
+            stored.from_cache = True
+            if not self.revalidate:
+                self._count("cache hit")
+                return stored
+            validators = _validators(stored)
+            if validators:
+                return await self._revalidated(request, key, stored, validators, call_next)
         self._count("cache miss")
         if self.offline:
             raise CacheMiss(f"{request.url} is not in the offline cache {self.path}")
         response = await call_next(request)  # error statuses raise HttpError here: not stored
+        await self._store(key, response)
+        return response
+
+    async def _revalidated(
+        self, request: Request, key: bytes, stored: Response, validators: dict[str, str], call_next: Fetch
+    ) -> Response:
+        """Ask the server whether ``stored`` changed: a 304 is answered with it, anything else stored anew."""
+        response = await call_next(request.replace(headers={**request.headers, **validators}))
+        if response.status == 304:
+            self._count("cache revalidated")
+            request.meta["not_modified"] = True
+            return stored
         await self._store(key, response)
         return response
 
@@ -124,6 +158,16 @@ class HttpCache:
     def _count(self, what: str) -> None:
         if self._crawl is not None:
             self._crawl.stats.counters[what] += 1
+
+
+def _validators(response: Response) -> dict[str, str]:
+    """The conditional headers that ask whether ``response`` changed."""
+    validators = {}
+    if etag := response.headers.get("ETag"):
+        validators["If-None-Match"] = etag
+    if modified := response.headers.get("Last-Modified"):
+        validators["If-Modified-Since"] = modified
+    return validators
 
 
 def _headers(stored: str) -> CIMultiDictProxy[str]:

@@ -29,7 +29,7 @@ def blocks() -> list[tuple[str, int, str]]:
     return found
 
 
-@pytest.mark.parametrize(("page", "line", "code"), blocks(), ids=lambda v: v if isinstance(v, str | int) else "")
+@pytest.mark.parametrize(("page", "line", "code"), [pytest.param(*b, id=f"{b[0]}:{b[1]}") for b in blocks()])
 async def test_python_block_runs(page: str, line: int, code: str) -> None:
     name = re.sub(r"\W", "_", page)
     module = types.ModuleType(f"docs_{name}_{line}")

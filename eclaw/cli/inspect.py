@@ -78,17 +78,20 @@ def _runs(target: str | None, settings: Settings) -> int:
         raise EclawError(f"no store at {missing[0] if missing else (target or 'eclaw-data/')}: nothing crawled yet?")
     print(
         f"{'id':>4}  {'spider':<16} {'run key':<12} {'started (UTC)':<19} {'secs':>7} {'finish':<10} "
-        f"{'requests':>8} {'items':>6} {'failed':>6} warnings"
+        f"{'requests':>8} {'items':>6} {'new':>6} {'chg':>6} {'same':>6} {'gone':>6} {'failed':>6} warnings"
     )
     for file in files:
         for run in list_runs(file):
             stats = run["stats"]
             started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(run["started_at"]))
             took = f"{run['finished_at'] - run['started_at']:.1f}" if run["finished_at"] else "-"
+            counters = stats.get("counters", {})
+            store = [counters.get(f"store {n}", 0) for n in ("inserted", "updated", "unchanged", "gone")]
             print(
                 f"{run['id']:>4}  {run['spider']:<16} {run['run_key']:<12} {started:<19} {took:>7} "
                 f"{run['finish_reason'] or 'running?':<10} {stats.get('requests_generated', 0):>8} "
-                f"{stats.get('items_stored', 0):>6} {stats.get('requests_failed', 0):>6} {len(run['warnings'])}"
+                f"{stats.get('items_stored', 0):>6} {''.join(f'{n:>6} ' for n in store)}"
+                f"{stats.get('requests_failed', 0):>6} {len(run['warnings'])}"
             )
     return 0
 

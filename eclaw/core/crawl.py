@@ -148,6 +148,10 @@ class Crawl:
 
         self.activity.spawn(publish())
 
+    async def publish(self, event: Event) -> None:
+        """Publish ``event`` now, in this task (a plug-in's own events: the store's item deltas)."""
+        await self.bus.publish(event)
+
     def stop(self, reason: str = "shutdown") -> None:
         """Stop scheduling; let in-flight downloads finish within ``shutdown_timeout``."""
         if self._stopping:

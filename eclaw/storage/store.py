@@ -30,6 +30,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eclaw.events import ItemDelta, ItemGone, ItemNew, ItemUnchanged, ItemUpdated
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_key, item_to_dict, item_type
 from eclaw.storage import sqlite
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from eclaw.spider import Spider
 
 __all__ = ["RunLog", "SqliteStore", "list_runs"]
+
+Row = tuple[str, str | None, str, str, Any]  # type, key, JSON text, its hash, the item
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +111,8 @@ class SqliteStore:
         self.batch = batch
         self.counts = {"inserted": 0, "updated": 0, "unchanged": 0}
         self._writer = SqliteWriter("eclaw-store")
-        self._pending: list[tuple[str, str | None, str, str, Any]] = []
+        self._pending: list[Row] = []
+        self._previous = 0  # the run before this one, for the items gone since
         self._last_commit = 0.0
         self._run_id = 0
         self._last_row = 0  # highest item row id committed
@@ -138,6 +142,7 @@ class SqliteStore:
         if self._resume is not None:  # a saved crawl goes on: its run, without the rows after its checkpoint
             self._run_id, self._last_row = int(self._resume["run_id"]), int(self._resume["last_row"])
             await self._writer.run(self._cut_back)
+        self._previous = await self._writer.run(self._previous_run)
 
     def checkpoint(self) -> dict[str, Any]:
         """This run and its last committed row, for a saved crawl (call :meth:`flush` first)."""
@@ -150,6 +155,13 @@ class SqliteStore:
     async def flush(self) -> None:
         """Commit the items waiting for the next batch."""
         await self._commit()
+
+    def _previous_run(self) -> int:
+        """The run that last stored keyed items before this one (its items not seen again are gone)."""
+        db = self._writer.db
+        assert db is not None
+        row = db.execute("SELECT max(run_id) FROM items WHERE key IS NOT NULL AND run_id < ?", (self._run_id,))
+        return int(row.fetchone()[0] or 0)
 
     def _cut_back(self) -> None:
         db = self._writer.db
@@ -173,7 +185,7 @@ class SqliteStore:
         if not rows:
             return
         try:
-            counts = await self._writer.run(self._write, rows)
+            counts, outcomes = await self._writer.run(self._write, rows)
         except (sqlite3.Error, OSError) as exc:
             logger.error(
                 "store %s: a batch of %d items failed (%s); they go to the dead-letter file", self.path, len(rows), exc
@@ -185,14 +197,19 @@ class SqliteStore:
             self.counts[name] += n
             if self._crawl is not None and n:
                 self._crawl.stats.counters[f"store {name}"] += n
+        if self._crawl is not None:
+            for index, delta in outcomes:  # the recrawl's report, for whoever subscribed
+                await self._crawl.publish(delta(item=rows[index][4], key=str(rows[index][1])))
 
-    def _write(self, rows: list[tuple[str, str | None, str, str, Any]]) -> dict[str, int]:
+    def _write(self, rows: list[Row]) -> tuple[dict[str, int], list[tuple[int, type[ItemDelta]]]]:
+        """One transaction: all or nothing. Returns the counts, and each keyed row's outcome."""
         db = self._writer.db
         assert db is not None
         counts = {"inserted": 0, "updated": 0, "unchanged": 0}
+        outcomes: list[tuple[int, type[ItemDelta]]] = []
         now = time.time()
-        with db:  # one transaction: all or nothing
-            for kind, key, text, digest, _ in rows:
+        with db:
+            for index, (kind, key, text, digest, _) in enumerate(rows):
                 if key is None:
                     db.execute(
                         "INSERT INTO items (type, key, run_key, run_id, data, hash, first_seen, updated_at)"
@@ -209,6 +226,7 @@ class SqliteStore:
                         (kind, key, self.run_key, self._run_id, text, digest, now, now),
                     )
                     counts["inserted"] += 1
+                    outcomes.append((index, ItemNew))
                 elif old[0] != digest:
                     db.execute(
                         "UPDATE items SET data = ?, hash = ?, run_key = ?, run_id = ?, updated_at = ?"
@@ -216,11 +234,13 @@ class SqliteStore:
                         (text, digest, self.run_key, self._run_id, now, kind, key),
                     )
                     counts["updated"] += 1
+                    outcomes.append((index, ItemUpdated))
                 else:
                     db.execute("UPDATE items SET run_id = ? WHERE type = ? AND key = ?", (self._run_id, kind, key))
                     counts["unchanged"] += 1
+                    outcomes.append((index, ItemUnchanged))
             self._last_row = db.execute("SELECT max(id) FROM items").fetchone()[0] or 0
-        return counts
+        return counts, outcomes
 
     async def close(self) -> None:
         try:
@@ -228,9 +248,31 @@ class SqliteStore:
             finished = self._crawl is None or self._crawl.stats.finish_reason == "finished"
             if finished:  # a complete run replaces the key-less rows of earlier runs with its run key
                 await self._writer.run(self._replace_previous)
+                await self._report_gone()
         finally:
             await self._writer.stop()
-        logger.info("store %s: %d inserted, %d updated, %d unchanged", self.path, *self.counts.values())
+        logger.info(
+            "store %s: %d inserted, %d updated, %d unchanged, %d gone",
+            self.path,
+            *(self.counts.get(name, 0) for name in ("inserted", "updated", "unchanged", "gone")),
+        )
+
+    async def _report_gone(self) -> None:
+        """The keyed items the previous run stored and this finished run did not see again."""
+        if not self._previous:
+            return
+        gone = await self._writer.run(self._gone)
+        self.counts["gone"] = len(gone)
+        if self._crawl is not None and gone:
+            self._crawl.stats.counters["store gone"] += len(gone)
+            for kind, key, data in gone:
+                await self._crawl.publish(ItemGone(kind=kind, key=key, item=json.loads(data)))
+
+    def _gone(self) -> list[tuple[str, str, str]]:
+        db = self._writer.db
+        assert db is not None
+        query = "SELECT type, key, data FROM items WHERE key IS NOT NULL AND run_id = ? ORDER BY id"
+        return db.execute(query, (self._previous,)).fetchall()
 
     def _replace_previous(self) -> None:
         db = self._writer.db
