@@ -10,7 +10,7 @@ VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version
 # $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
 python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test suite lint bench soak frontier cluster-bench clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint docs bench soak frontier cluster-bench clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,8 +47,8 @@ report-check: $(STAMP)
 	  --screenshot=docs/report.png file://$$out/report.html 2>/dev/null && \
 	test $$(stat -c %s docs/report.png) -gt 20000 && echo "report rendered: docs/report.png ($$(stat -c %s docs/report.png) bytes)"
 
-## test: install, lint, type-check and run the whole test suite, on every Python of PYTHONS the machine has
-test: test-servers lint suite
+## test: install, lint, type-check, build the docs and run the whole test suite, on every Python of PYTHONS the machine has
+test: test-servers lint docs suite
 	@for v in $(filter-out $(VENV_VERSION),$(PYTHONS)); do \
 	  if $(call python,$$v) -c "" 2>/dev/null; then \
 	    $(MAKE) --no-print-directory suite VENV=.venv-$$v PYTHON="$(call python,$$v)" || exit 1; \
@@ -73,6 +73,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+## docs: build the documentation site (mkdocs-material) into site/, strictly: a broken link fails it
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict --quiet
+
 ## bench: eclaw vs Scrapy vs a no-framework baseline on a local nginx site (see bench/)
 bench: $(STAMP)
 	command -v nginx >/dev/null || test -x /usr/sbin/nginx || \
@@ -94,4 +103,4 @@ cluster-bench: $(STAMP) test-servers
 	$(BIN)/python -m bench.cluster $(CLUSTER_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-* build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl
+	rm -rf $(VENV) site .venv-* build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl
