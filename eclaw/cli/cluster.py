@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 from eclaw.cli.common import pairs, setup_logging
 from eclaw.cli.crawl import crawl_with_signals
 from eclaw.cluster.frontier import RedisScheduler, connect
+from eclaw.cluster.seed import seed
 from eclaw.cluster.sink import cluster_status, export_items, merged_stats
-from eclaw.core.lifecycle import iterate
 from eclaw.engine import Engine
-from eclaw.http import Request
 from eclaw.settings import Settings
-from eclaw.spider import Spider, load_spider
+from eclaw.spider import Spider, load_spider, make_spider
 from eclaw.stats import Stats
 
 __all__ = ["add_parsers", "run"]
@@ -87,39 +84,8 @@ async def _finish(url: str, prefix: str, output: str | None) -> tuple[Stats, int
 async def _seed(
     spider: type[Spider], settings: Settings, overrides: dict[str, Any], spider_args: dict[str, Any], reset: bool
 ) -> int:
-    effective = settings.replace(overrides)
-    scheduler = RedisScheduler(effective.scheduler_url, seed=True, worker="seed")
-    instance = spider(**spider_args)
-    if reset:
-        redis = await connect(effective.scheduler_url)
-        try:
-            keys = [key async for key in redis.scan_iter(match=f"eclaw:{instance.name}:*")]
-            if keys:
-                await redis.delete(*keys)
-        finally:
-            await redis.aclose()
-    await scheduler.open(instance, effective, lambda: None)
-    try:
-        batch: list[Request] = []
-        reasons: list[str | None] = []
-        async for request in iterate(instance.start_requests()):
-            batch.append(request)
-            if len(batch) >= 500:
-                reasons += await scheduler.enqueue(batch)
-                batch = []
-        reasons += await scheduler.enqueue(batch)
-        pushed = reasons.count(None)
-        seen = len(reasons) - pushed
-        stats = Stats(spider=instance.name, requests_generated=pushed + seen, requests_dropped=seen)
-        stats.dropped_by_reason["already seen or filtered"] = seen
-        stats.finish_reason = "finished"
-        await scheduler.call(
-            lambda: scheduler.redis.hset(  # type: ignore[union-attr]
-                scheduler.prefix + "stats", f"seed {uuid.uuid4().hex[:6]}", json.dumps(stats.as_dict(), default=str)
-            )
-        )
-    finally:
-        await scheduler.close()
+    instance = make_spider(spider, spider_args)
+    pushed, seen = await seed(instance, settings.replace(overrides), reset=reset)
     print(f"seeded {pushed} start requests for {instance.name!r} ({seen} already seen or filtered)")
     return 0
 

@@ -10,8 +10,10 @@ import signal
 from typing import Any
 
 from eclaw.cli.common import exit_code, pairs, setup_logging
+from eclaw.cli.processes import crawl_processes, processes_wanted
 from eclaw.engine import Engine
 from eclaw.events import SpiderClosed, SpiderOpened
+from eclaw.exceptions import ConfigError
 from eclaw.observe.progress import Progress
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider
@@ -50,6 +52,12 @@ def add_parsers(sub: Any) -> None:
     )
     crawl.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     crawl.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    crawl.add_argument(
+        "--processes",
+        default="1",
+        metavar="N",
+        help="run the crawl on N processes of this machine (auto: one per core); needs redis-server",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,9 +76,20 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(str(level), str(settings.replace(overrides).log_format))
     effective = settings.replace(overrides)
     outputs = args.output or ([effective.store] if effective.store else [])
-    engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
-    stats = asyncio.run(crawl_with_signals(engine, spider_cls, pairs(args.arg, "-a"), quiet=args.quiet))
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
+    processes = processes_wanted(args.processes)
+    if processes > 1:
+        if args.redis:
+            raise ConfigError("--processes and --redis do not mix: --processes runs a Redis of its own")
+        stats = asyncio.run(
+            crawl_processes(
+                args.spider, spider_cls, pairs(args.arg, "-a"), processes=processes, settings=settings,
+                overrides={**overrides, "log_level": str(level).upper()}, outputs=outputs, state=state,
+            )
+        )  # fmt: skip
+    else:
+        engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
+        stats = asyncio.run(crawl_with_signals(engine, spider_cls, pairs(args.arg, "-a"), quiet=args.quiet))
     if stats.finish_reason == "already finished":
         print(f"crawl {spider_cls.name!r} already finished (state in {state}): nothing to do")
         return 0

@@ -1,0 +1,60 @@
+"""Seeding a shared frontier: a spider's start requests pushed to Redis once, for the workers."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from eclaw.cluster.frontier import RedisScheduler, connect
+from eclaw.core.lifecycle import iterate
+from eclaw.http import Request
+from eclaw.settings import Settings
+from eclaw.spider import Spider
+from eclaw.stats import Stats
+
+__all__ = ["seed", "seeded"]
+
+
+async def seeded(url: str, spider: str) -> bool:
+    """Whether the crawl of ``spider`` in this Redis was seeded already (a resumed crawl is)."""
+    redis = await connect(url)
+    try:
+        return bool(await redis.exists(f"eclaw:{spider}:seeded"))
+    finally:
+        await redis.aclose()
+
+
+async def seed(instance: Spider, settings: Settings, *, reset: bool = False) -> tuple[int, int]:
+    """Push ``instance``'s start requests to the Redis frontier of ``settings.scheduler_url``;
+    returns (pushed, already seen or filtered)."""
+    scheduler = RedisScheduler(settings.scheduler_url, seed=True, worker="seed")
+    if reset:
+        redis = await connect(settings.scheduler_url)
+        try:
+            keys = [key async for key in redis.scan_iter(match=f"eclaw:{instance.name}:*")]
+            if keys:
+                await redis.delete(*keys)
+        finally:
+            await redis.aclose()
+    await scheduler.open(instance, settings, lambda: None)
+    try:
+        batch: list[Request] = []
+        reasons: list[str | None] = []
+        async for request in iterate(instance.start_requests()):
+            batch.append(request)
+            if len(batch) >= 500:
+                reasons += await scheduler.enqueue(batch)
+                batch = []
+        reasons += await scheduler.enqueue(batch)
+        pushed = reasons.count(None)
+        seen = len(reasons) - pushed
+        stats = Stats(spider=instance.name, requests_generated=pushed + seen, requests_dropped=seen)
+        stats.dropped_by_reason["already seen or filtered"] = seen
+        stats.finish_reason = "finished"
+        text = json.dumps(stats.as_dict(), default=str)
+        await scheduler.call(
+            lambda: scheduler.redis.hset(scheduler.prefix + "stats", f"seed {uuid.uuid4().hex[:6]}", text)  # type: ignore[union-attr]
+        )
+    finally:
+        await scheduler.close()
+    return pushed, seen
