@@ -5,8 +5,10 @@ body is inflated at most that far: a decompression bomb is refused after ~50 MiB
 output, never inflated whole. Documents are parsed incrementally (memory stays flat on
 a 50,000-URL sitemap) by lxml with entities left unresolved, no DTD and no network (no
 XXE), and read by local names, so any namespace (or none) works. Real sitemaps are
-often slightly broken (an unescaped ``&`` in a URL, a truncated end): what can be read
-is read, with a warning; a body that is not a sitemap at all is a :class:`SitemapError`.
+often slightly broken: an unescaped ``&`` in a URL is escaped before parsing; at an XML
+error (a truncated end), the entries completed before it are kept (with a warning) and
+none after it, so no half-read URL is ever fetched; a body that is not a sitemap at all
+is a :class:`SitemapError`.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Sitemap:
-    """A parsed sitemap: its kind, its entries, and the XML error it was read despite ("" if none)."""
+    """A parsed sitemap: its kind, its entries, and the XML error that ended it early ("" if none)."""
 
     kind: Literal["urlset", "sitemapindex"]
     entries: list[Entry]
@@ -75,12 +77,13 @@ def read_sitemap(body: bytes, url: str = "", limit: int = MAX_SITEMAP_SIZE) -> S
     if b"&" in data and _BARE_AMPERSAND.search(data):
         data = _BARE_AMPERSAND.sub(b"&amp;", data)
     events = etree.iterparse(
-        io.BytesIO(data), events=("start", "end"), recover=True, resolve_entities=False, no_network=True,
+        io.BytesIO(data), events=("start", "end"), resolve_entities=False, no_network=True,
         load_dtd=False, remove_comments=True, remove_pis=True, huge_tree=False,
     )  # fmt: skip
     root: Any = None
     kind = ""
     entries: list[Entry] = []
+    error = ""
     try:
         for event, element in events:
             if root is None:
@@ -97,10 +100,7 @@ def read_sitemap(body: bytes, url: str = "", limit: int = MAX_SITEMAP_SIZE) -> S
     except etree.XMLSyntaxError as exc:
         if root is None:
             raise SitemapError("not XML", str(exc) or "no element", url) from None
-    errors = [error for error in events.error_log if error.level_name == "FATAL"]
-    if root is None:
-        raise SitemapError("not XML", errors[0].message if errors else "no element", url)
-    error = f"line {errors[0].line}: {errors[0].message}" if errors else ""
+        error = str(exc)  # the entries completed before it are kept; none is guessed at
     return Sitemap(kind, entries, error)  # type: ignore[arg-type]
 
 
