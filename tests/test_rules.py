@@ -10,8 +10,10 @@ import pytest
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.discovery import DEFAULT_DENY_EXTENSIONS, Rule, glob
+from eclaw.discovery.links import RULE_OPTIONS
 from eclaw.exceptions import NotTextResponse
 from eclaw.frontier.serial import dumps, loads
+from eclaw.http.response import RULE_KEYWORDS
 from eclaw.testing import MockDownloader, collect, serve
 from tests.conftest import assert_accounted
 from tests.discoverysite import BINARY, SECTIONS, NewsSite, articles, listed
@@ -206,6 +208,10 @@ def test_follow_all_rule_resolves_dedupes_and_filters() -> None:
     assert urls(response.follow_all(tags=["link"], restrict_css="main")) == ["https://news.test/feed"]
     plain = response.follow_all(css="nav a")  # no rule: every href as before, duplicates and all
     assert len(plain) == 3
+
+
+def test_follow_all_knows_every_rule_keyword() -> None:
+    assert RULE_KEYWORDS == RULE_OPTIONS  # follow_all(strategy=...) takes the rule path, method=... does not
 
 
 def test_follow_all_rule_requests_carry_their_options() -> None:

@@ -314,7 +314,7 @@ def resolve(value: Any, owner: object | None, what: str) -> Any:
 
 
 # follow_all's keywords that make a rule; its callback, errback and cb_kwargs stay the requests' own
-_RULE_OPTIONS = frozenset(f.name for f in dataclasses.fields(Rule) if f.init) - {
+RULE_OPTIONS = frozenset(f.name for f in dataclasses.fields(Rule) if f.init) - {
     "callback",
     "follow",
     "errback",
@@ -332,7 +332,7 @@ def follow_links(
     options: dict[str, Any],
 ) -> list[Request]:
     """``response.follow_all`` with a rule, or with rule keywords (``allow=``, ``deny=``...)."""
-    given = {name: options.pop(name) for name in list(options) if name in _RULE_OPTIONS}
+    given = {name: options.pop(name) for name in list(options) if name in RULE_OPTIONS}
     if rule is not None and given:
         raise TypeError(f"follow_all() takes rule= or rule options ({', '.join(sorted(given))}), not both")
     if rule is None:

@@ -29,10 +29,11 @@ __all__ = ["Response"]
 T = TypeVar("T")
 _BASE_TAG = re.compile(rb"<base[\s>/]", re.I)
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
-# follow_all's keywords that are Request arguments; any other makes a link rule
-_REQUEST_OPTIONS = frozenset(
-    {"method", "headers", "body", "meta", "priority", "cb_kwargs", "dont_filter", "errback", "depth", "render"}
-)
+# follow_all's keywords that make a link rule (eclaw.discovery.Rule's link options; a test keeps them in step)
+RULE_KEYWORDS = frozenset(
+    {"allow", "deny", "allow_domains", "deny_domains", "restrict_css", "restrict_xpaths", "strategy",
+     "deny_extensions", "tags", "attrs", "process_request"}
+)  # fmt: skip
 
 
 class lazy(Generic[T]):
@@ -288,7 +289,7 @@ class Response:
         (``eclaw.discovery.Rule``) or rule keywords (``allow=``, ``deny=``, ``restrict_css=``,
         ``strategy=``...), only the links the rule follows, each once (docs/rules.md).
         """
-        if rule is not None or (kwargs and not _REQUEST_OPTIONS.issuperset(kwargs)):
+        if rule is not None or (kwargs and not RULE_KEYWORDS.isdisjoint(kwargs)):
             from eclaw.discovery.links import follow_links
 
             return follow_links(self, urls, callback, css, xpath, rule, kwargs)
