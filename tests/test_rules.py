@@ -112,7 +112,7 @@ async def test_follow_applies_the_rules_to_a_callbacks_pages(news: tuple[NewsSit
     assert site.hits[hidden] == 0  # the article rule's callback runs; its pages are not followed
 
     site.hits.clear()
-    rules = [Rule(glob("/article/*/*/*.html"), callback="parse_article", follow=True), *Quotidien.rules[1:]]
+    rules = [Quotidien.rules[0].replace(follow=True), *Quotidien.rules[1:]]
     items, _ = await collect(Quotidien, settings=SETTINGS, start_urls=[base + "/"], rules=rules)
     assert site.hits[hidden] == 1 and site.hits[unreached] == 0  # 24's related link leads to 26
     assert len(items) == 25

@@ -158,6 +158,8 @@ async def test_with_a_mock_downloader_and_the_default_rule() -> None:
         ({"sitemap_rules": [(r"(bad", "parse")]}, "bad regular expression"),
         ({"sitemap_follow": [42]}, "42 is not a pattern"),
         ({"sitemap_urls": ["ftp://news.test/sitemap.xml"]}, "not an http"),
+        ({"sitemap_alternate_links": "maybe"}, "sitemap_alternate_links must be true or false"),
+        ({"sitemap_alternate_links": "false", "sitemap_since": "2024-01-01"}, None),  # -a values are strings
         ({"sitemap_urls": "https://news.test/sitemap.xml"}, None),  # a string is split like -a values
     ],
 )

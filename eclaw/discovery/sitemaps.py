@@ -54,7 +54,7 @@ class Sitemaps:
             patterns(spider.sitemap_follow, f"{what} sitemap_follow"), f"{what} sitemap_follow"
         )
         self._since = _since(spider.sitemap_since, what)
-        self._alternates = bool(spider.sitemap_alternate_links)
+        self._alternates = _flag(spider.sitemap_alternate_links, f"{what}: sitemap_alternate_links")
         self._read: Callable[..., Any] = spider._parse_sitemap
 
     @staticmethod
@@ -126,6 +126,18 @@ def _since(value: Any, what: str) -> datetime | None:
     if since is None:
         raise ConfigError(f"{what}: sitemap_since {value!r} is not a date (2024-05-17 or 2024-05-17T10:00:00+00:00)")
     return since
+
+
+def _flag(value: Any, what: str) -> bool:
+    """A boolean attribute, which ``-a name=false`` gives as a string."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{what} must be true or false, got {value!r}")
 
 
 def _urls(entry: Entry, alternates: bool) -> tuple[str, ...]:
