@@ -4,7 +4,8 @@
 
 - event dispatch: cost per event published through a crawl's bus to one subscriber;
 - fingerprint + dedupe: per URL, new and repeated, through the scheduler;
-- link extraction: ``response.follow_all(css="a")`` per bench page.
+- link extraction: ``response.follow_all(css="a")`` per bench page, and with a link rule
+  (``follow_all(rule=...)``: extraction, resolving, filtering, de-duplication) per link kept.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from bench.site import render
 from eclaw import Engine, Request, Response, Settings, Spider
+from eclaw.discovery import Rule
 from eclaw.events import Event
 from eclaw.frontier.base import fingerprint
 from eclaw.frontier.scheduler import DefaultScheduler
@@ -69,7 +71,7 @@ async def dedupe_cost(urls: int = 50_000) -> tuple[float, float, float]:
     return fp_cost, new_cost, repeat_cost
 
 
-def extraction_cost(pages: int = 300) -> tuple[float, float]:
+def extraction_cost(pages: int = 300) -> tuple[float, float, float]:
     bodies = [render(i, 20000).encode() for i in range(pages)]
     responses = [Response(f"http://127.0.0.1:8080/p/{i}.html", body=body) for i, body in enumerate(bodies)]
     started = time.perf_counter()
@@ -79,7 +81,11 @@ def extraction_cost(pages: int = 300) -> tuple[float, float]:
     started = time.perf_counter()
     links = sum(len(response.follow_all(css="a")) for response in responses)
     follow_cost = (time.perf_counter() - started) / pages * 1e6
-    return parse_cost, follow_cost * pages / links
+    rule = Rule(deny=r"/admin/")
+    started = time.perf_counter()
+    kept = sum(len(response.follow_all(rule=rule)) for response in responses)
+    rule_cost = (time.perf_counter() - started) / kept * 1e6
+    return parse_cost, follow_cost * pages / links, rule_cost
 
 
 def main() -> dict[str, float]:
@@ -94,6 +100,7 @@ def main() -> dict[str, float]:
     extraction = [extraction_cost() for _ in range(3)]
     results["parse_us_per_page"] = min(e[0] for e in extraction)
     results["follow_all_us_per_link"] = min(e[1] for e in extraction)
+    results["follow_rule_us_per_link"] = min(e[2] for e in extraction)
     for key, value in results.items():
         print(f"{key:<28} {value:8.2f}")
     return results

@@ -80,6 +80,7 @@ the built-in middlewares and the test helpers.
 ::: eclaw.testing
 """
 
-for path, text in (("reference/cli.md", cli_page()), ("reference/settings.md", settings_page()), ("reference/api.md", API)):
+PAGES = {"reference/cli.md": cli_page(), "reference/settings.md": settings_page(), "reference/api.md": API}
+for path, text in PAGES.items():
     with mkdocs_gen_files.open(path, "w") as page:
         page.write(text)

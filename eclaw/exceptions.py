@@ -8,6 +8,7 @@ Errors::
     │   └── FlowError                   a flow that cannot run as defined (a cycle, an unknown dependency)
     ├── InvalidURL (ValueError)         a URL eclaw cannot fetch
     ├── NotTextResponse (TypeError)     selectors used on a binary response (PDF, image, archive...)
+    ├── SitemapError (ValueError)       a sitemap that cannot be read (not XML, not a sitemap, bad gzip, too large)
     ├── NotSerialisable (ValueError)    a request that cannot be saved as JSON (a lambda callback...)
     ├── RedisLost                       Redis unreachable for longer than ``lease_timeout``: the worker pauses
     ├── TaskFailed                      a flow task's own way to fail with a message
@@ -66,6 +67,7 @@ __all__ = [
     "RedisLost",
     "ResponseTooLarge",
     "RetryRequest",
+    "SitemapError",
     "SpiderLoadError",
     "TLSCertificateError",
     "TLSError",
@@ -118,6 +120,17 @@ class NotTextResponse(EclawError, TypeError):
             f"{url} is not text ({content_type}): selectors need an HTML or XML page; its bytes are in response.body"
         )
         self.reason = f"not text ({content_type})"
+
+
+class SitemapError(EclawError, ValueError):
+    """A sitemap document could not be read; the request for it fails with ``reason``
+    (``bad sitemap: not XML``, ``... not a sitemap``, ``... bad gzip``, ``... too large``)."""
+
+    def __init__(self, kind: str, detail: str, url: str = "") -> None:
+        super().__init__(f"bad sitemap{' ' + url if url else ''}: {kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+        self.reason = f"bad sitemap: {kind}"
 
 
 class DownloadError(EclawError):

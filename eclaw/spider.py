@@ -7,11 +7,17 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from datetime import date
+from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+from eclaw.discovery.links import Rule
+from eclaw.discovery.patterns import UrlPattern
+from eclaw.discovery.rules import CrawlRules
+from eclaw.discovery.sitemaps import Sitemaps
 from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
 from eclaw.http import Request, Response
 from eclaw.settings import Settings
@@ -42,6 +48,12 @@ class Spider:
             ``UserAgent`` middleware's browser UA); robots.txt rules are matched for it.
         fetcher: how its requests are fetched unless they say otherwise: ``"plain"``
             (aiohttp, the default), or another fetcher's name (see :mod:`eclaw.downloaders`).
+        rules: link rules (``eclaw.discovery.Rule``) the default ``parse`` follows (docs/rules.md).
+        sitemap_urls: sitemaps, sitemap indexes or robots.txt files to start from; their pages
+            go to the callbacks of ``sitemap_rules``, ``(pattern, callback)`` pairs (first match
+            wins; default: every page to ``parse``). ``sitemap_follow``: patterns of the index
+            entries to follow (default all); ``sitemap_since``: skip entries whose ``lastmod`` is
+            older; ``sitemap_alternate_links``: follow ``hreflang`` alternates too (docs/sitemaps.md).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -61,6 +73,13 @@ class Spider:
     user_agent: str = ""
     fetcher: str = ""
     crawl: Any = None  # the running crawl (an eclaw.contracts.CrawlContext), set when the crawl starts
+    # discovery (docs/rules.md, docs/sitemaps.md)
+    rules: Sequence[Rule] = ()
+    sitemap_urls: Sequence[str] = ()
+    sitemap_rules: Sequence[tuple[UrlPattern, str | Callable[..., Any]]] = (("", "parse"),)
+    sitemap_follow: Sequence[UrlPattern] = ()
+    sitemap_since: date | str | None = None
+    sitemap_alternate_links: bool = False
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
@@ -108,13 +127,36 @@ class Spider:
             raise ConfigError(f"spider {self.name!r}: custom_settings must be a dict")
 
     async def start_requests(self) -> AsyncIterator[Request]:
-        """Yield the first requests. By default one GET per ``start_urls`` entry."""
+        """Yield the first requests: one GET per ``sitemap_urls`` entry, then per ``start_urls`` entry."""
+        if self.rules:
+            self._crawl_rules  # noqa: B018 - built, and so checked, before the first request
+        if self.sitemap_urls:
+            for request in self._sitemaps.requests():
+                yield request
         for url in self.start_urls:
             yield Request(url)
 
     def parse(self, response: Response) -> Any:
-        """Default callback. Override it (or give requests a ``callback``)."""
+        """Default callback: follows the spider's ``rules``. Override it (or give requests a ``callback``)."""
+        if self.rules:
+            return self._crawl_rules.parse(response, None)
         raise ConfigError(f"spider {self.name!r} does not define parse(); got {response.url}")
+
+    def _parse_rule(self, response: Response) -> Iterable[object] | AsyncIterator[object]:
+        """Callback of the pages a rule found: the rule's callback, then (if it follows) the rules."""
+        return self._crawl_rules.parse(response, response.meta.get("rule"))
+
+    def _parse_sitemap(self, response: Response) -> AsyncIterator[Request]:
+        """Callback of sitemap documents: robots.txt, sitemap indexes, urlsets."""
+        return self._sitemaps.read(response)
+
+    @cached_property
+    def _crawl_rules(self) -> CrawlRules:
+        return CrawlRules(self)  # on first use: a spider's __init__ may set its rules
+
+    @cached_property
+    def _sitemaps(self) -> Sitemaps:
+        return Sitemaps(self)
 
 
 def check_start_url(url: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 import eclaw.demo.shop
+import eclaw.demo.site
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
 
@@ -95,3 +96,38 @@ async def test_signed_spider_writes_its_own_middlewares() -> None:
     assert unsigned == [] and unsigned_stats.failed_by_reason == {"http 403": 1}  # the home page
     assert_accounted(stats)
     assert_accounted(unsigned_stats)
+
+
+async def test_shop_sitemap_spider_reads_the_sitemaps_only() -> None:
+    from datetime import date
+
+    from eclaw.demo.site import expected_products, make_app
+    from eclaw.demo.sitemap import product_lastmod
+
+    module = load(ROOT / "spiders" / "shop_sitemap.py")
+    fetched: list[str] = []
+
+    @web.middleware
+    async def count(request: web.Request, handler: Any) -> web.StreamResponse:
+        fetched.append(request.path)
+        return await handler(request)
+
+    app = make_app()
+    app.middlewares.append(count)
+    async with serve(app) as base:
+        items, stats = await collect(module.ShopSitemapSpider, base_url=base)
+        assert sorted(({k: v for k, v in i.items() if k != "url"} for i in items), key=lambda i: i["sku"]) == (
+            expected_products()
+        )
+        assert {path for path in fetched if not path.startswith("/product/")} == {
+            "/sitemap.xml", "/sitemaps/pages.xml.gz", *(f"/sitemaps/{c}.xml.gz" for c in eclaw.demo.site.CATEGORIES)
+        }  # fmt: skip
+        assert stats.requests_parsed == 1 + 11 + 500
+        assert_accounted(stats)
+
+        fetched.clear()
+        since = date(2025, 12, 1)
+        recent, _ = await collect(module.ShopSitemapSpider, base_url=base, sitemap_since=since.isoformat())
+    changed = {p["sku"] for p in expected_products() if product_lastmod(int(str(p["sku"])[4:])) >= since}
+    assert {item["sku"] for item in recent} == changed and 0 < len(changed) < 100
+    assert "/sitemaps/pages.xml.gz" not in fetched  # its lastmod is older: not even downloaded

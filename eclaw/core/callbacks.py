@@ -19,7 +19,7 @@ from eclaw.core.bus import EventBus
 from eclaw.core.parser import Parser
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.events import ItemParsed, RequestFailed, RequestGenerated, ResponseDownloaded, ResponseParsed
-from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse
+from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse, SitemapError
 from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
@@ -76,9 +76,9 @@ class CallbackRunner:
         await self._bus.publish(parsed)
 
     async def _callback_failed(self, request: Request, response: Response, exc: Exception) -> None:
-        if isinstance(exc, NotTextResponse):  # our own clear error: one line, no traceback
+        if isinstance(exc, NotTextResponse | SitemapError):  # our own clear errors: one line, no traceback
             logger.error("callback failed for %s: %s", response.url, exc)
-            reason = f"callback error: {exc.reason}"
+            reason = exc.reason if isinstance(exc, SitemapError) else f"callback error: {exc.reason}"
         else:
             logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
             reason = f"callback error: {type(exc).__name__}"

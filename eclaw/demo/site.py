@@ -3,8 +3,9 @@
 500 products in 10 categories, listed 12 to a page. Pages carry the links a
 real site has: duplicates (pagination, related products, fragments,
 reordered query strings), off-site links, ``mailto:``/``javascript:``/``tel:``
-links, and an ``/about`` page without products. ``expected_products()``
-returns exactly what a correct crawl must extract.
+links, and an ``/about`` page without products; ``/sitemap.xml`` lists them all
+(:mod:`eclaw.demo.sitemap`). ``expected_products()`` returns exactly what a correct
+crawl must extract.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from aiohttp import web
+
+from eclaw.demo.sitemap import add_sitemaps
 
 __all__ = ["CATEGORIES", "PER_PAGE", "Product", "expected_products", "make_app"]
 
@@ -154,4 +157,5 @@ def make_app() -> web.Application:
     app.router.add_get("/about", about)
     app.router.add_get("/category/{slug}", category)
     app.router.add_get("/product/{pid}", product)
+    add_sitemaps(app, _catalogue(), CATEGORIES)
     return app

@@ -22,11 +22,18 @@ if TYPE_CHECKING:
     from bs4 import BeautifulSoup
     from parsel import Selector, SelectorList
 
+    from eclaw.discovery.links import Rule
+
 __all__ = ["Response"]
 
 T = TypeVar("T")
 _BASE_TAG = re.compile(rb"<base[\s>/]", re.I)
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+# follow_all's keywords that make a link rule (eclaw.discovery.Rule's link options; a test keeps them in step)
+RULE_KEYWORDS = frozenset(
+    {"allow", "deny", "allow_domains", "deny_domains", "restrict_css", "restrict_xpaths", "strategy",
+     "deny_extensions", "tags", "attrs", "process_request"}
+)  # fmt: skip
 
 
 class lazy(Generic[T]):
@@ -177,13 +184,26 @@ class Response:
 
     @lazy
     def selector(self) -> Selector:
-        """The parsel ``Selector`` over the document (lxml underneath)."""
+        """The parsel ``Selector`` over the document (lxml underneath). For XML, its names are
+        without namespaces, so ``//loc`` and ``loc::text`` match a namespaced sitemap or feed."""
         from parsel import Selector
 
         self._require_text()
         if self._is_xml:
-            return Selector(text=self.text, type="xml", base_url=self.url)
+            selector = Selector(text=self.text, type="xml", base_url=self.url)
+            selector.remove_namespaces()  # an unprefixed name never matches a namespaced element
+            return selector
         return Selector(root=self._root, type="html", base_url=self.url)
+
+    @lazy
+    def _namespaced(self) -> Selector:
+        """The XML document as written, with the prefixes its root declares."""
+        from parsel import Selector
+
+        self._require_text()
+        selector = Selector(text=self.text, type="xml", base_url=self.url)
+        selector.namespaces.update((prefix, uri) for prefix, uri in selector.root.nsmap.items() if prefix)
+        return selector
 
     def css(self, query: str) -> SelectorList[Selector]:
         """CSS query (with ``::text`` and ``::attr(name)``), e.g. ``css("h1::text").get()``."""
@@ -191,8 +211,18 @@ class Response:
             return self.selector.css(query)
         return wrap(compiled_css(query)(self._root), query)
 
-    def xpath(self, query: str, **variables: Any) -> SelectorList[Selector]:
-        """XPath query, e.g. ``xpath("//a/@href").getall()``; keywords are XPath variables."""
+    def xpath(
+        self, query: str, namespaces: Mapping[str, str] | None = None, **variables: Any
+    ) -> SelectorList[Selector]:
+        """XPath query, e.g. ``xpath("//a/@href").getall()``; keywords are XPath variables.
+
+        On XML, names match without namespaces (``//url/loc``); with ``namespaces`` (prefix to
+        URI, added to those the document declares) the query runs on the document as written:
+        ``xpath("//sm:loc", namespaces={"sm": "http://www.sitemaps.org/schemas/sitemap/0.9"})``.
+        """
+        if namespaces is not None:
+            source = self._namespaced if self._is_xml else self.selector
+            return source.xpath(query, namespaces=namespaces, **variables)
         if self._is_xml:
             return self.selector.xpath(query, **variables)
         return wrap(compiled_xpath(query)(self._tree(query), **variables), query)
@@ -250,12 +280,19 @@ class Response:
         *,
         css: str | None = None,
         xpath: str | None = None,
+        rule: Rule | None = None,
         **kwargs: Any,
     ) -> list[Request]:
         """Requests for many links: given ``urls``, or the elements matched by ``css``/``xpath``.
 
-        Elements without an href and non-string hrefs are skipped.
+        Elements without an href and non-string hrefs are skipped. With a ``rule``
+        (``eclaw.discovery.Rule``) or rule keywords (``allow=``, ``deny=``, ``restrict_css=``,
+        ``strategy=``...), only the links the rule follows, each once (docs/rules.md).
         """
+        if rule is not None or (kwargs and not RULE_KEYWORDS.isdisjoint(kwargs)):
+            from eclaw.discovery.links import follow_links
+
+            return follow_links(self, urls, callback, css, xpath, rule, kwargs)
         found = self._links(urls, css, xpath)
         if callback is not None and not callable(callback):
             raise TypeError(f"Request callback must be callable, got {callback!r}")
