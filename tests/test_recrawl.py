@@ -98,3 +98,30 @@ async def test_a_rerun_downloads_only_what_moved_and_says_what_changed(tmp_path:
     counters = {name: second.counters[f"store {name}"] for name in ("inserted", "updated", "unchanged", "gone")}
     assert counters == {"inserted": 1, "updated": 1, "unchanged": 10, "gone": 1}
     assert second.counters["cache revalidated"] == 10 and second.items_stored == 12
+
+
+async def test_an_incremental_sitemap_crawl_skips_what_did_not_move_since_the_last_run(tmp_path: Path) -> None:
+    from eclaw.demo.site import make_app
+    from eclaw.spider import load_spider
+
+    spider = load_spider(str(Path(__file__).resolve().parents[1] / "spiders" / "shop_sitemap.py"))
+    fetched: Counter[str] = Counter()
+
+    @web.middleware
+    async def count(request: web.Request, handler: Any) -> Any:
+        fetched[request.path.split("/")[1]] += 1
+        return await handler(request)
+
+    app = make_app()
+    app.middlewares.append(count)
+    settings = Settings(incremental=True, store=str(tmp_path / "{spider}.sqlite"))
+    products = []
+    async with serve(app) as base:
+        for _ in range(2):
+            fetched.clear()
+            async with Engine(settings, store=settings.store, outputs=[settings.store]) as engine:
+                stats = await engine.crawl(spider, base_url=base)
+            assert_accounted(stats)
+            products.append(fetched["product"])
+    assert products == [500, 0]  # every product's lastmod is older than the first run: none fetched again
+    assert stats.finish_reason == "finished"

@@ -4,6 +4,7 @@ settings: the frontier, the downloader, middlewares, pipelines, outputs, the sav
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.storage.outputs import output_for
 from eclaw.storage.paths import resolve_path
-from eclaw.storage.store import RunLog
+from eclaw.storage.store import RunLog, last_finished_start
 
 __all__ = ["Assembly", "CrawlParts", "per_crawl"]
 
@@ -86,6 +87,7 @@ class Assembly:
                 names.add(str(output))
 
     def parts(self, spider: Spider, settings: Settings, extra: dict[str, ItemPipeline]) -> CrawlParts:
+        self._recrawl_sitemaps(spider, settings)
         scheduler = self._scheduler(settings)
         outputs = self._outputs(spider, settings) | scheduler.outputs() | extra
         pipelines = [*per_crawl(spider.pipelines, "pipeline"), *per_crawl(self.pipelines, "pipeline", copy=False)]
@@ -101,6 +103,14 @@ class Assembly:
             state=_state(spider, settings, scheduler, outputs),
             watchers=self._watchers(settings),
         )
+
+    def _recrawl_sitemaps(self, spider: Spider, settings: Settings) -> None:
+        """An incremental recrawl's sitemaps skip what has not moved since the last finished run began."""
+        if not (settings.incremental and spider.sitemap_urls and spider.sitemap_since is None and self.store):
+            return
+        started = last_finished_start(resolve_path(self.store, spider.name, settings.run_key), spider.name)
+        if started is not None:
+            spider.sitemap_since = dt.datetime.fromtimestamp(started, dt.UTC)
 
     def _scheduler(self, settings: Settings) -> Scheduler:
         if settings.scheduler_url and self.scheduler is DefaultScheduler:

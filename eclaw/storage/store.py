@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
     from eclaw.spider import Spider
 
-__all__ = ["RunLog", "SqliteStore", "list_runs"]
+__all__ = ["RunLog", "SqliteStore", "last_finished_start", "list_runs"]
 
 Row = tuple[str, str | None, str, str, Any]  # type, key, JSON text, its hash, the item
 
@@ -334,6 +334,14 @@ class RunLog:
                     self.run_id,
                 ),
             )
+
+
+def last_finished_start(path: Path, spider: str) -> float | None:
+    """When the last finished run of ``spider`` in the store at ``path`` started (``None``: none)."""
+    if not path.is_file():
+        return None
+    finished = [r["started_at"] for r in list_runs(path) if r["spider"] == spider and r["finish_reason"] == "finished"]
+    return max(finished, default=None)
 
 
 def list_runs(path: str | Path) -> list[dict[str, Any]]:
