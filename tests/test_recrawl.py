@@ -16,6 +16,9 @@ from eclaw.testing import serve
 from tests.conftest import assert_accounted
 
 
+SHOP_SITEMAP = str(Path(__file__).resolve().parents[1] / "spiders" / "shop_sitemap.py")
+
+
 class Calendar:
     """A town's events calendar: ``/`` lists the events, ``/event/N`` one event. Pages carry an
     ETag and a Last-Modified and answer conditional requests with 304; the test edits ``events``
@@ -104,7 +107,7 @@ async def test_an_incremental_sitemap_crawl_skips_what_did_not_move_since_the_la
     from eclaw.demo.site import make_app
     from eclaw.spider import load_spider
 
-    spider = load_spider(str(Path(__file__).resolve().parents[1] / "spiders" / "shop_sitemap.py"))
+    spider = load_spider(SHOP_SITEMAP)
     fetched: Counter[str] = Counter()
 
     @web.middleware
