@@ -15,7 +15,6 @@ from eclaw.events import ItemDelta, ItemGone
 from eclaw.testing import serve
 from tests.conftest import assert_accounted
 
-
 SHOP_SITEMAP = str(Path(__file__).resolve().parents[1] / "spiders" / "shop_sitemap.py")
 
 
