@@ -87,6 +87,12 @@ class Settings:
         log_file: also log this crawl to this file (lines carry spider, run id and request id).
         trace: write every event of the crawl to this JSONL file (``eclaw trace``, ``eclaw report`` read it).
         metrics_port: serve Prometheus metrics on 127.0.0.1 at this port (0: off).
+        impersonate: the browser the ``impersonate`` fetcher passes for, TLS and HTTP/2 fingerprint
+            and headers (a curl_cffi target: ``chrome``, the newest Chrome it knows, ``firefox``,
+            ``safari``, ``edge``, or a version such as ``chrome146``).
+        fetchers: the fetcher of each host for requests that name none, ``host=fetcher`` pairs
+            separated by commas (``example.com=impersonate,shop.test=browser``; a host covers
+            its subdomains); it wins over the spider's ``fetcher``.
     """
 
     concurrency: int = 16
@@ -131,6 +137,9 @@ class Settings:
     log_file: str = ""
     trace: str = ""
     metrics_port: int = 0
+    # fetchers: the impersonating one and the choice per host (issue 19)
+    impersonate: str = "chrome"
+    fetchers: str = ""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
