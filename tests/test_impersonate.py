@@ -216,6 +216,11 @@ async def test_timeouts(fetch: Any) -> None:
     with pytest.raises(DownloadTimeout, match="timeout fetching"):
         await fetch("/slow.html", timeout=0.5)  # nginx sends it at 1 KB/s
     assert time.monotonic() - started < 2
+    async with serve(fault_app()) as base:
+        started = time.monotonic()
+        with pytest.raises(DownloadTimeout):
+            await fetch(base + "/sleepy?s=3", read_timeout=0.5)  # silent for 3 s: read_timeout, in whole seconds
+        assert time.monotonic() - started < 2.5
     with pytest.raises(ConnectError, match="cannot connect"):
         await fetch("http://127.0.0.1:9/", connect_timeout=2)  # the discard port: nothing listens
 

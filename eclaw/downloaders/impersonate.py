@@ -94,8 +94,10 @@ class ImpersonateDownloader:
         if settings.read_timeout:  # curl's nearest: fail when under 1 byte/s for that long (whole seconds)
             options[CurlOpt.LOW_SPEED_LIMIT] = 1
             options[CurlOpt.LOW_SPEED_TIME] = math.ceil(settings.read_timeout)
+        target = _target(settings.impersonate)
+        logger.debug("impersonate fetcher open: passing for %s", target)
         self._session = AsyncSession(
-            impersonate=_target(settings.impersonate),
+            impersonate=target,
             max_clients=settings.concurrency,
             timeout=settings.timeout,
             verify=settings.verify_tls,
