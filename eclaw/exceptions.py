@@ -37,7 +37,7 @@ Control flow (not errors; raise them to steer a crawl)::
     RetryRequest(...)       a middleware asks for another attempt after a delay
 
 aiohttp errors are translated into this tree in :mod:`eclaw.downloaders.plain`,
-the one place that talks to aiohttp's client.
+the one place that talks to aiohttp's client; curl's in :mod:`eclaw.downloaders.impersonate`.
 """
 
 from __future__ import annotations

@@ -104,6 +104,13 @@ class Settings:
             downloads under way finish and stop (``memory ceiling``; with ``state_dir`` the crawl
             is saved and the same command resumes it).
 
+        impersonate: the browser the ``impersonate`` fetcher passes for, TLS and HTTP/2 fingerprint
+            and headers (a curl_cffi target: ``chrome``, the newest Chrome it knows, ``firefox``,
+            ``safari``, ``edge``, or a version such as ``chrome146``).
+        fetchers: the fetcher of each host for requests that name none, ``host=fetcher`` pairs
+            separated by commas (``example.com=impersonate,shop.test=browser``; a host covers
+            its subdomains); it wins over the spider's ``fetcher``.
+
     A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
     running the same command again goes on, with a fresh budget for the new run.
     """
@@ -160,6 +167,9 @@ class Settings:
     max_errors: int = 0
     max_idle_items_seconds: float = 0.0
     max_memory_mb: int = 0
+    # fetchers: the impersonating one and the choice per host (issue 19)
+    impersonate: str = "chrome"
+    fetchers: str = ""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -1,9 +1,9 @@
 """The HTTP downloader: the one place that talks to aiohttp's client.
 
-Redirects are followed here, hop by hop, so loops, hop limits and offsite hops
-are caught; bodies are streamed and refused past ``max_response_size`` (counted
-after decompression, so a gzip bomb is cut off early); aiohttp's exceptions are
-translated into :mod:`eclaw.exceptions`.
+Redirects are followed by eclaw, hop by hop (:mod:`eclaw.downloaders.redirects`),
+so loops, hop limits and offsite hops are caught; bodies are streamed and refused
+past ``max_response_size`` (counted after decompression, so a gzip bomb is cut off
+early); aiohttp's exceptions are translated into :mod:`eclaw.exceptions`.
 """
 
 from __future__ import annotations
@@ -12,31 +12,24 @@ import base64
 import logging
 import ssl
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin
 
 import aiohttp
-from multidict import CIMultiDictProxy
 from yarl import URL
 
+from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
+from eclaw.downloaders.tls import certificate_error, handshake_error
 from eclaw.exceptions import (
     BadRequest,
     ConnectError,
     ConnectionLost,
     DownloadError,
     DownloadTimeout,
-    IgnoreRequest,
     InvalidURL,
     ProxyError,
-    RedirectLoop,
     ResponseTooLarge,
-    TLSCertificateError,
-    TLSError,
-    TooManyRedirects,
     TruncatedResponse,
-    UnsupportedRedirect,
 )
 from eclaw.http import Request, Response
-from eclaw.http.urls import canonical_url, host_allowed, url_host
 
 if TYPE_CHECKING:
     from eclaw.settings import Settings
@@ -46,7 +39,6 @@ __all__ = ["HttpDownloader"]
 
 logger = logging.getLogger(__name__)
 
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 FALLBACK_USER_AGENT = "eclaw/0.1 (+https://pypi.org/project/eclaw/)"  # when no middleware sets one
 
 
@@ -93,43 +85,9 @@ class HttpDownloader:
     async def fetch(self, request: Request) -> Response:
         if self._session is None:
             raise RuntimeError("downloader is not open")
-        url, method, body = request.url, request.method, request.body
-        seen: set[str] = set()  # canonical URLs of the hops, filled only if there are redirects
-        hops: list[str] = []
-        while True:
-            status, headers, data, location = await self._fetch_once(request, url, method, body)
-            if location is None:
-                if hops:
-                    request.meta["redirect_urls"] = hops
-                return Response(url, status=status, headers=headers, body=data, request=request)
-            hops.append(url)
-            seen.add(canonical_url(url))
-            if len(hops) > self._settings.max_redirects:
-                raise TooManyRedirects(f"more than {self._settings.max_redirects} redirects from {request.url}")
-            url = self._next_hop(url, location, seen)
-            if status == 303 or (status in (301, 302) and method == "POST"):
-                method, body = "GET", b""
+        return await follow(request, self._fetch_once, self._allowed, self._settings.max_redirects)
 
-    def _next_hop(self, url: str, location: str, seen: set[str]) -> str:
-        target = urljoin(url, location)
-        scheme = target.partition(":")[0].lower()
-        if scheme not in ("http", "https"):
-            raise UnsupportedRedirect(f"redirect from {url} to {target}")
-        try:
-            target = Request(target).url
-        except InvalidURL as exc:
-            raise UnsupportedRedirect(f"redirect from {url} to bad URL: {exc}") from None
-        if not host_allowed(url_host(target), self._allowed):
-            raise IgnoreRequest("offsite redirect")
-        canon = canonical_url(target)
-        if canon in seen:
-            raise RedirectLoop(f"redirect loop at {target}")
-        seen.add(canon)
-        return target
-
-    async def _fetch_once(
-        self, request: Request, url: str, method: str, body: bytes
-    ) -> tuple[int, CIMultiDictProxy[str], bytes, str | None]:
+    async def _fetch_once(self, request: Request, url: str, method: str, body: bytes) -> Hop:
         assert self._session is not None
         proxy, proxy_headers = _proxy(request)
         headers = request.headers
@@ -146,7 +104,7 @@ class HttpDownloader:
                 proxy_headers=proxy_headers,
             ) as resp:
                 location = resp.headers.get("Location")
-                if resp.status in _REDIRECTS and location:
+                if resp.status in REDIRECTS and location:
                     return resp.status, resp.headers, b"", location
                 data = await self._read_body(resp, url)
                 return resp.status, resp.headers, data, None
@@ -196,14 +154,10 @@ def _tls_error(url: str, exc: aiohttp.ClientSSLError) -> DownloadError:
     once, with its own reason; a connection cut mid-handshake is a connect error (retried)."""
     cause = exc.os_error
     if isinstance(cause, ssl.SSLCertVerificationError):
-        detail = (cause.verify_message or cause.reason or _short(cause)).splitlines()[0].rstrip(".")
-        reason = "tls: certificate verify failed: " + detail.partition(",")[0]  # no host name: one reason per kind
-        hint = "to crawl it anyway, turn the check off with -s verify_tls=false"
-        return TLSCertificateError(f"TLS certificate of {url} does not verify: {detail} ({hint})", reason=reason)
+        return certificate_error(url, cause.verify_message or cause.reason or _short(cause))
     if not isinstance(cause, ssl.SSLError) or isinstance(cause, ssl.SSLEOFError | ssl.SSLSyscallError):
         return ConnectError(f"cannot connect to {url}: {_short(exc)}")
-    what = (cause.reason or "handshake failed").lower().replace("_", " ")
-    return TLSError(f"TLS handshake with {url} failed: {what}", reason=f"tls: {what}")
+    return handshake_error(url, cause.reason or "handshake failed")
 
 
 def _proxy(request: Request) -> tuple[str | None, dict[str, str] | None]:

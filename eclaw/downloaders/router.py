@@ -1,9 +1,10 @@
 """Choosing a fetcher per request: the crawl's downloader hands each request to one of several.
 
 A request names its fetcher in ``meta["fetcher"]`` (``Request(..., render=True)`` is
-``"browser"``); otherwise the spider's ``fetcher`` attribute decides, else ``"plain"``
-(aiohttp). Each fetcher is a :class:`~eclaw.downloaders.base.Downloader` of its own,
-opened the first time a request needs it and closed with the crawl.
+``"browser"``); otherwise its host's fetcher decides (the ``fetchers`` setting, or
+:meth:`Fetchers.use` while the crawl runs), then the spider's ``fetcher`` attribute,
+else ``"plain"`` (aiohttp). Each fetcher is a :class:`~eclaw.downloaders.base.Downloader`
+of its own, opened the first time a request needs it and closed with the crawl.
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from eclaw.downloaders.base import Downloader
+from eclaw.downloaders.impersonate import ImpersonateDownloader
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request, Response
+from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["FETCHERS", "Fetchers"]
+__all__ = ["FETCHERS", "Fetchers", "host_fetchers"]
 
-FETCHERS: dict[str, Callable[[], Downloader]] = {"plain": HttpDownloader}
+FETCHERS: dict[str, Callable[[], Downloader]] = {"plain": HttpDownloader, "impersonate": ImpersonateDownloader}
 
 
 class Fetchers:
@@ -34,23 +37,57 @@ class Fetchers:
         self._open: dict[str, Downloader] = {}
         self._opening: dict[str, asyncio.Future[Downloader]] = {}
         self._default = "plain"
+        self._hosts: dict[str, str] = {}  # host -> fetcher, for requests that name none
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._spider, self._settings = spider, settings
         self._default = spider.fetcher or "plain"
         if self._default not in self._factories:
             raise ConfigError(f"spider {spider.name!r}: no fetcher {self._default!r} (known: {self.known()})")
-        await self._fetcher(self._default)
+        for host, name in host_fetchers(settings.fetchers).items():
+            if name not in self._factories:
+                raise ConfigError(f"setting 'fetchers': no fetcher {name!r} for {host} (known: {self.known()})")
+            self._hosts[host] = name
+        try:  # a missing extra or a bad option fails the crawl's start, not its pages
+            for name in dict.fromkeys([self._default, *self._hosts.values()]):
+                await self._fetcher(name)
+        except BaseException:
+            await self.close()  # the crawl closes only what opened: not us
+            raise
+
+    def use(self, host: str, fetcher: str) -> None:
+        """Fetch ``host`` (and its subdomains) with ``fetcher`` from now on, for requests that name none.
+
+        Callable while the crawl runs (a host moved to a stronger fetcher after a ban): the
+        fetcher opens on the host's next request.
+
+        Raises:
+            ConfigError: ``fetcher`` is not one of :meth:`known`.
+        """
+        if fetcher not in self._factories:
+            raise ConfigError(f"no fetcher {fetcher!r} (known: {self.known()})")
+        self._hosts[host.strip().lower()] = fetcher
 
     def known(self) -> str:
         return ", ".join(sorted(self._factories))
 
     async def fetch(self, request: Request) -> Response:
-        name = _asked(request) or self._default
+        name = _asked(request)
+        if not name:
+            name = self._for_host(url_host(request.url)) if self._hosts else self._default
         fetcher = self._open.get(name)
         if fetcher is None:
             fetcher = await self._fetcher(name)
         return await fetcher.fetch(request)
+
+    def _for_host(self, host: str) -> str:
+        """The fetcher of ``host``, or of the nearest domain above it, else the default."""
+        while host:
+            name = self._hosts.get(host)
+            if name is not None:
+                return name
+            host = host.partition(".")[2]
+        return self._default
 
     async def _fetcher(self, name: str) -> Downloader:
         """The fetcher ``name``, opened once even when many requests ask for it at the same time."""
@@ -82,3 +119,25 @@ def _asked(request: Request) -> str:
     if not meta:
         return ""
     return str(meta.get("fetcher") or ("browser" if meta.get("render") else ""))
+
+
+def host_fetchers(text: str) -> dict[str, str]:
+    """The ``fetchers`` setting parsed: ``"a.example=impersonate, b.example=browser"`` -> host: fetcher.
+
+    Raises:
+        ConfigError: a pair that is not ``host=fetcher``, a URL for a host, or a host given twice.
+    """
+    pairs: dict[str, str] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        host, equals, name = (piece.strip() for piece in part.partition("="))
+        host = host.lower().strip("[]")  # an IPv6 address may come in brackets, as in a URL
+        if not equals or not host or not name:
+            raise ConfigError(f"setting 'fetchers': {part.strip()!r} is not host=fetcher")
+        if "/" in host or host.count(":") == 1:
+            raise ConfigError(f"setting 'fetchers': {host!r} must be a host name, not a URL or host:port")
+        if pairs.get(host, name) != name:
+            raise ConfigError(f"setting 'fetchers': {host} is given two fetchers ({pairs[host]}, {name})")
+        pairs[host] = name
+    return pairs
