@@ -103,7 +103,6 @@ class Settings:
         max_memory_mb: when the process's memory passes this many MB, stop scheduling, let the
             downloads under way finish and stop (``memory ceiling``; with ``state_dir`` the crawl
             is saved and the same command resumes it).
-
         impersonate: the browser the ``impersonate`` fetcher passes for, TLS and HTTP/2 fingerprint
             and headers (a curl_cffi target: ``chrome``, the newest Chrome it knows, ``firefox``,
             ``safari``, ``edge``, or a version such as ``chrome146``).
