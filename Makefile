@@ -10,7 +10,7 @@ VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version
 # $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
 python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test suite lint docs bench soak frontier cluster-bench clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint docs bench soak frontier cluster-bench bench-processes clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,10 @@ frontier: $(STAMP)
 ## cluster-bench: the same crawl on 1, 2 and 4 Redis workers against a slow (100 ms) local site
 cluster-bench: $(STAMP) test-servers
 	$(BIN)/python -m bench.cluster $(CLUSTER_ARGS)
+
+## bench-processes: one CPU-bound crawl on --processes 1 and 2 (a private redis-server), side by side
+bench-processes: $(STAMP) test-servers
+	$(BIN)/python -m bench.processes $(PROCESSES_ARGS)
 
 clean:
 	rm -rf $(VENV) site .venv-* build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl

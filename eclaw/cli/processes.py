@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,14 @@ __all__ = ["LocalRedis", "crawl_processes", "processes_wanted"]
 
 logger = logging.getLogger(__name__)
 FINISHED = "finished"  # a marker file in the state directory
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child, before it runs: the kernel kills it when this process dies (even by kill -9),
+    so no worker crawls on, and no redis-server stays, behind a crawl that is gone (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def processes_wanted(value: str) -> int:
@@ -72,6 +82,7 @@ class LocalRedis:
             binary, "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
             "--dir", str(self.directory), "--save", "", *durable,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=die_with_parent,
         )  # fmt: skip
         for _ in range(250):
             if os.path.exists(self.socket):  # noqa: ASYNC240 - a stat while waiting for the server
@@ -104,56 +115,76 @@ async def crawl_processes(
     """Run the crawl on ``processes`` workers; the merged stats (``finish_reason`` as one process would say)."""
     directory = Path(state) if state else Path(tempfile.mkdtemp(prefix="eclaw-crawl-"))
     if state and (directory / FINISHED).exists():
-        stats = Stats(spider=spider_cls.name, finish_reason="already finished")
-        return stats
+        return Stats(spider=spider_cls.name, finish_reason="already finished")
     redis = LocalRedis(directory / "redis", persist=bool(state))
-    await redis.start()
-    try:
-        worker_overrides = {k: v for k, v in overrides.items() if k != "state_dir"} | {"store": ""}
-        effective = settings.replace(worker_overrides | {"scheduler_url": redis.url})
-        instance = make_spider(spider_cls, spider_args)
-        if not await seeded(redis.url, instance.name):
-            await seed(instance, effective)
-        codes = await _workers(spec, spider_args, worker_overrides, redis.url, processes)
-        stats = await _merged(redis.url, instance.name)
-        if all(code == 0 for code in codes):
+    group = _Group()
+    with group.signals():
+        try:
+            await redis.start()
+            worker_overrides = {k: v for k, v in overrides.items() if k != "state_dir"} | {"store": ""}
+            effective = settings.replace(worker_overrides | {"scheduler_url": redis.url})
+            instance = make_spider(spider_cls, spider_args)
+            if not await seeded(redis.url, instance.name):
+                await seed(instance, effective)
+            codes = await group.run(spec, spider_args, worker_overrides, redis.url, processes)
+            stats = await _merged(redis.url, instance.name)
+            if any(codes):
+                stats.finish_reason = "shutdown (paused)" if state else "shutdown"
+                return stats
             stats.finish_reason = "finished"
             await export_items_to(outputs, redis.url, instance, effective, stats)
             if state:
                 (directory / FINISHED).write_text(json.dumps(stats.as_dict(), default=str))
-        else:
-            stats.finish_reason = "shutdown (paused)" if state else "shutdown"
-        return stats
-    finally:
-        await redis.stop()
-        if not state:
-            shutil.rmtree(directory, ignore_errors=True)
+            return stats
+        finally:
+            await redis.stop()
+            if not state:
+                shutil.rmtree(directory, ignore_errors=True)
 
 
-async def _workers(spec: str, args: dict[str, str], overrides: dict[str, Any], url: str, count: int) -> list[int]:
-    """Start ``count`` ``eclaw worker`` processes and wait for them; Ctrl-C pauses them all."""
-    command = [sys.executable, "-m", "eclaw", "worker", spec, "--redis", url]
-    command += [f"-a{k}={v}" for k, v in args.items()] + [f"-s{k}={v}" for k, v in overrides.items()]
-    workers = [
-        await asyncio.create_subprocess_exec(*command, "--name", f"process-{n + 1}", stdout=asyncio.subprocess.DEVNULL)
-        for n in range(count)
-    ]
-    loop = asyncio.get_running_loop()
+class _Group:
+    """The worker processes of one crawl. Ctrl-C (or SIGTERM) from the moment the crawl starts pauses
+    them all, once, from here; one that comes before they start means none start."""
 
-    def pause(signum: int) -> None:
-        for worker in workers:
+    def __init__(self) -> None:
+        self.workers: list[asyncio.subprocess.Process] = []
+        self.stopping: int | None = None
+
+    def stop(self, signum: int) -> None:
+        self.stopping = signum
+        for worker in self.workers:
             with contextlib.suppress(ProcessLookupError):
                 worker.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, pause, signum)
-    try:
-        return [await worker.wait() for worker in workers]
-    finally:
+    @contextlib.contextmanager
+    def signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
+                loop.add_signal_handler(signum, self.stop, signum)
+        try:
+            yield
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(signum)
+
+    async def run(self, spec: str, args: dict[str, str], overrides: dict[str, Any], url: str, count: int) -> list[int]:
+        """Start ``count`` ``eclaw worker`` processes and wait for them: their exit codes."""
+        command = [sys.executable, "-m", "eclaw", "worker", spec, "--redis", url]
+        command += [f"-a{k}={v}" for k, v in args.items()] + [f"-s{k}={v}" for k, v in overrides.items()]
+        for n in range(count):
+            if self.stopping is not None:
+                break
+            worker = await asyncio.create_subprocess_exec(  # a session of its own: signals come once, from here
+                *command, "--name", f"process-{n + 1}", stdout=asyncio.subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=die_with_parent,
+            )  # fmt: skip
+            self.workers.append(worker)
+        if self.stopping is not None:
+            self.stop(self.stopping)  # a signal while they were starting reaches the late ones too
+        codes = [await worker.wait() for worker in self.workers]
+        return codes if self.stopping is None else [*codes, 1]
 
 
 async def _merged(url: str, spider: str) -> Stats:
