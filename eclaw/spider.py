@@ -40,6 +40,8 @@ class Spider:
             ``UserAgent`` middleware's browser UA); robots.txt rules are matched for it.
         fetcher: how its requests are fetched unless they say otherwise: ``"plain"``
             (aiohttp, the default), or another fetcher's name (see :mod:`eclaw.downloaders`).
+        http_auth: HTTP basic auth per host, ``{"host": ("user", "password")}`` (or
+            ``"host:port"``): sent to that host only (over the ``http_auth`` setting).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -58,6 +60,7 @@ class Spider:
     required_fields: Sequence[str] = ()
     user_agent: str = ""
     fetcher: str = ""
+    http_auth: Mapping[str, tuple[str, str]] = {}
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

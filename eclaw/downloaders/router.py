@@ -12,12 +12,13 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from eclaw.downloaders.base import Downloader
+from eclaw.downloaders.base import Downloader, UsesCookies
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
+    from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
@@ -34,6 +35,11 @@ class Fetchers:
         self._open: dict[str, Downloader] = {}
         self._opening: dict[str, asyncio.Future[Downloader]] = {}
         self._default = "plain"
+        self._jars: CookieJars | None = None
+
+    def use_cookies(self, jars: CookieJars) -> None:
+        """The crawl's cookie jars, for each fetcher that keeps cookies itself."""
+        self._jars = jars
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._spider, self._settings = spider, settings
@@ -63,6 +69,8 @@ class Fetchers:
         return await asyncio.shield(opening)
 
     async def _start(self, name: str, fetcher: Downloader) -> Downloader:
+        if self._jars is not None and isinstance(fetcher, UsesCookies):  # declared by the fetcher
+            fetcher.use_cookies(self._jars)
         await fetcher.open(self._spider, self._settings)
         self._open[name] = fetcher
         return fetcher
