@@ -22,6 +22,7 @@ from eclaw.events import RequestDropped, RequestFailed, RequestScheduled, Respon
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
 from eclaw.frontier.base import Scheduler
 from eclaw.http import Request, Response
+from eclaw.http.request import plain_request
 from eclaw.http.urls import redact_url
 from eclaw.observe.logs import request_id
 from eclaw.stats import Stats
@@ -154,7 +155,22 @@ class Fetcher:
             stats.responses_downloaded += 1
             stats.status_counts[response.status] += 1
             stats.bytes_downloaded += len(response.body)
+            meta = response.request._meta  # not .meta: that would give every request a dict
+            if meta and "redirect_urls" in meta and await self._crawled_elsewhere(response, meta["redirect_urls"]):
+                await self._bus.publish(RequestDropped(request=request, reason="duplicate"))
+                self._finished(request)
+                return
             await self._bus.publish(ResponseDownloaded(request=response.request, response=response))
+
+    async def _crawled_elsewhere(self, response: Response, hops: list[str]) -> bool:
+        """A redirect led to ``response.url``: record its hops and end as seen, so a link there later is
+        a duplicate; True if the end was seen (or queued) already: the page is another request's."""
+        try:
+            fresh = await self._scheduler.add_seen([plain_request(url, None) for url in [*hops[1:], response.url]])
+        except Exception as exc:  # the frontier cannot say: parse the page (at worst, twice)
+            logger.warning("could not record where %s was redirected: %s", redact_url(response.request.url), exc)
+            return False
+        return not fresh[-1] and not response.request.dont_filter
 
     async def _checked(self, request: Request) -> Response:
         response = await self._downloader.fetch(request)

@@ -59,6 +59,10 @@ class Scheduler(Protocol):
 
     async def release(self, request: Request) -> None: ...
 
+    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
+        """Record ``requests`` as seen without queueing them: where a redirect led, so a later link
+        there is a duplicate. For each, ``False`` if it was seen (or queued) before."""
+
     async def done(self, request: Request) -> None:
         """``request`` reached its end and its items are stored (called only when ``shared``)."""
 

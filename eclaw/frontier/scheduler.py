@@ -175,6 +175,10 @@ class DefaultScheduler:
         self._in_memory += 1
         self._offer(slot)
 
+    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
+        dupefilter = self.dupefilter
+        return [dupefilter.add(fingerprint(request)) for request in requests]
+
     def _filter(self, request: Request) -> str | None:
         reason = check_request(request, self._settings, self._allowed)
         if reason is not None or request.dont_filter:
