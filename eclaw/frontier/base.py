@@ -104,8 +104,13 @@ def check_request(request: Request, settings: Settings, allowed: frozenset[str])
 
 
 def fingerprint(request: Request) -> bytes:
-    """A 20-byte digest of method, canonical URL and body: what duplicate filters remember."""
+    """A 20-byte digest of method, canonical URL, body and cookie jar: what duplicate filters remember.
+
+    The jar (``meta["cookiejar"]``) counts: two accounts' ``/inbox`` are two pages."""
     key = f"{request.method} {canonical_url(request.url)}".encode()
+    meta = request._meta  # not request.meta: that would give every request a dict
+    if meta and "cookiejar" in meta:
+        key += f" jar={meta['cookiejar']!r}".encode()
     if request.body:
         key += b" " + request.body
     return hashlib.sha1(key, usedforsecurity=False).digest()

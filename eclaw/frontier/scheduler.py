@@ -24,6 +24,12 @@ __all__ = ["DefaultScheduler"]
 _URL_REASONS = frozenset({"offsite", "unsupported scheme"})  # depend on the URL (fragment aside) alone
 
 
+def _jar(request: Request) -> bool:
+    """The request names a cookie jar: its URL alone does not tell whether it was seen."""
+    meta = request._meta  # not request.meta: that would give every request a dict
+    return meta is not None and "cookiejar" in meta
+
+
 class _Slot:
     """Per-host politeness: in-flight count, next allowed start, own queue."""
 
@@ -110,7 +116,7 @@ class DefaultScheduler:
             # recently is a duplicate, known without canonicalising or hashing it;
             # an offsite or mailto: link seen recently is refused again, unchecked.
             key = None
-            if request.method == "GET" and not request.body and not request.dont_filter:
+            if request.method == "GET" and not request.body and not request.dont_filter and not _jar(request):
                 key = request.url.partition("#")[0]
                 if key in recent.new or key in recent.old:
                     reasons.append("duplicate")
