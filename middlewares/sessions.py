@@ -27,9 +27,9 @@ class Sessions:
     """Send each request as a session of a :class:`~eclaw.sessions.pool.SessionPool` (Crawlee's ``SessionPool``).
 
     A request is bound to a session: ``meta["session"]`` (its id, also in
-    ``response.meta``) and ``meta["cookiejar"]`` (the session's jar), the session's
-    ``User-Agent`` (unless the request sets one) and proxy (unless ``meta["proxy"]`` is
-    set). A request that names a live session in ``meta["session"]`` keeps it; one that
+    ``response.meta``) and ``meta["cookiejar"]`` (the session's jar), and, when the pool
+    was given them, the session's ``User-Agent`` and proxy (``meta["proxy"]``), over any
+    the request or another middleware set. A request that names a live session in ``meta["session"]`` keeps it; one that
     names a jar of its own (``meta["cookiejar"]`` without a session) is left alone.
 
     A response with a status in ``ban_statuses``, or whose text matches ``ban_pattern``, or
@@ -110,10 +110,11 @@ class Sessions:
 
     def _bound(self, request: Request, session: Session) -> Request:
         meta: dict[str, Any] = {**request.meta, "session": session.id, "cookiejar": session.id}
-        if session.proxy and not meta.get("proxy"):
+        if session.proxy:
             meta["proxy"] = session.proxy
         headers = dict(request.headers)
-        if session.user_agent and not any(name.lower() == "user-agent" for name in headers):
+        if session.user_agent:
+            headers = {k: v for k, v in headers.items() if k.lower() != "user-agent"}
             headers["User-Agent"] = session.user_agent
         jars = self.pool.jars
         cookies = jars.header(session.id, request.url) if jars is not None else None
