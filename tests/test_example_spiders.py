@@ -95,3 +95,19 @@ async def test_signed_spider_writes_its_own_middlewares() -> None:
     assert unsigned == [] and unsigned_stats.failed_by_reason == {"http 403": 1}  # the home page
     assert_accounted(stats)
     assert_accounted(unsigned_stats)
+
+
+async def test_shop_login_spider_signs_in_and_reads_the_members_page(demo_url: str) -> None:
+    from eclaw.demo.account import ORDERS
+    from eclaw.demo.site import expected_products
+
+    spider_cls = load(ROOT / "spiders" / "shop_login.py").ShopLoginSpider
+    items, stats = await collect(spider_cls, base_url=demo_url)
+    assert items[0] == {"member": "demo", "orders": len(ORDERS)}
+    skus = {product["sku"]: product["title"] for product in expected_products()}
+    assert sorted((item["ordered"], item["title"]) for item in items[1:]) == [
+        (f"SKU-{pid:05d}", skus[f"SKU-{pid:05d}"]) for pid in ORDERS
+    ]
+    assert_accounted(stats)
+    refused, refused_stats = await collect(spider_cls, base_url=demo_url, password="guess")
+    assert refused == [] and refused_stats.finish_reason == "closespider: login failed: Wrong user name or password."

@@ -16,6 +16,8 @@ from functools import cache
 
 from aiohttp import web
 
+from eclaw.demo.account import add_account_routes
+
 __all__ = ["CATEGORIES", "PER_PAGE", "Product", "expected_products", "make_app"]
 
 CATEGORIES = ("books", "music", "garden", "kitchen", "toys", "sports", "tools", "office", "games", "outdoor")
@@ -154,4 +156,5 @@ def make_app() -> web.Application:
     app.router.add_get("/about", about)
     app.router.add_get("/category/{slug}", category)
     app.router.add_get("/product/{pid}", product)
+    add_account_routes(app, _page)  # /login and the members-only /account
     return app
