@@ -48,7 +48,7 @@ def add_account_routes(app: web.Application, page: Callable[[str, str], web.Resp
     async def account(request: web.Request) -> web.Response:
         if request.cookies.get("shop_session") not in sessions:
             raise web.HTTPFound("/login")
-        orders = "".join(f'<li class="order"><a href="/product/{pid}">order of product {pid}</a></li>' for pid in ORDERS)
+        orders = "".join(f'<li class="order"><a href="/product/{pid}">product {pid}</a></li>' for pid in ORDERS)
         return page("Your account", f'<h1>Your account</h1><p class="member">{DEMO_USER}</p><ul>{orders}</ul>')
 
     app.router.add_get("/login", login_form)
