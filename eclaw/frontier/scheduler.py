@@ -24,12 +24,6 @@ __all__ = ["DefaultScheduler"]
 _URL_REASONS = frozenset({"offsite", "unsupported scheme"})  # depend on the URL (fragment aside) alone
 
 
-def _jar(request: Request) -> bool:
-    """The request names a cookie jar: its URL alone does not tell whether it was seen."""
-    meta = request._meta  # not request.meta: that would give every request a dict
-    return meta is not None and "cookiejar" in meta
-
-
 class _Slot:
     """Per-host politeness: in-flight count, next allowed start, own queue."""
 
@@ -116,7 +110,10 @@ class DefaultScheduler:
             # recently is a duplicate, known without canonicalising or hashing it;
             # an offsite or mailto: link seen recently is refused again, unchecked.
             key = None
-            if request.method == "GET" and not request.body and not request.dont_filter and not _jar(request):
+            meta = request._meta  # a request in a cookie jar of its own is not known by its URL alone
+            if request.method == "GET" and not request.body and not request.dont_filter and not (
+                meta and "cookiejar" in meta
+            ):
                 key = request.url.partition("#")[0]
                 if key in recent.new or key in recent.old:
                     reasons.append("duplicate")
