@@ -4,6 +4,7 @@ dont_redirect, and a session's cookies handed to another fetcher."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from eclaw.downloaders.router import Fetchers
 from eclaw.events import ItemStored
 from eclaw.middlewares import Sessions, defaults
 from eclaw.sessions.hops import referer_for
+from eclaw.sessions.jars import CookieJars
 from eclaw.testing import MockDownloader, collect, serve
 from tests.conftest import assert_accounted
 from tests.sessionsite import ACCOUNTS, Catalogue, Notebook, echo_app
@@ -82,6 +84,57 @@ async def test_cookies_of_a_request_are_sent_and_kept_in_its_jar() -> None:
     assert later["cookies"] == {"theme": "dark", "lang": "fr"}  # kept in the default jar
     assert other["cookies"] == {}  # another jar: nothing of the default one
     assert given["cookies"] == {"theme": "dark", "lang": "fr", "debug": "1"}  # the request's own header merged
+
+
+async def test_with_cookies_off_nothing_is_kept_but_a_requests_own_cookies_are_sent() -> None:
+    async with serve(echo_app()) as base:
+        downloader = HttpDownloader()
+        await downloader.open(Members(), Settings(cookies=False))
+        try:
+            await downloader.fetch(Request(base + "/set?theme=dark"))
+            own = (await downloader.fetch(Request(base + "/echo", cookies={"lang": "fr"}))).json()
+            later = (await downloader.fetch(Request(base + "/echo?again"))).json()
+        finally:
+            await downloader.close()
+    assert own["cookies"] == {"lang": "fr"} and later["cookies"] == {}
+
+
+def test_which_cookies_a_url_gets_and_the_jars_saved_and_restored() -> None:
+    jars = CookieJars()
+    jars.store("a", "http://shop.test/", ["sid=1; Path=/", "deep=2; Path=/account", "old=3; Max-Age=0"])
+    jars.store("a", "http://shop.test/", ["wide=4; Domain=shop.test; Path=/"])
+    jars.store("a", "https://shop.test/", ["safe=5; Secure; Path=/; HttpOnly"])
+    jars.store("b", "http://localhost:8080/x/y", ["local=6"])
+
+    def headers(saved: CookieJars) -> list[str | None]:
+        return [
+            saved.header("a", "http://shop.test/p?q=1"),
+            saved.header("a", "https://shop.test/account/orders"),  # the longest path first
+            saved.header("a", "http://www.shop.test/"),  # a subdomain: the domain cookie only
+            saved.header("a", "http://shop.test/accounting"),  # /account is not a prefix of this path
+            saved.header("b", "http://localhost:8080/x/z"),
+            saved.header("b", "http://localhost:8080/"),  # outside the default path /x
+            saved.header("a", "http://other.test/"),
+            saved.header("c", "http://shop.test/"),  # a jar never used
+        ]
+
+    expected = [
+        "sid=1; wide=4",
+        "deep=2; sid=1; safe=5; wide=4",
+        "wide=4",
+        "sid=1; wide=4",
+        "local=6",
+        None,
+        None,
+        None,
+    ]
+    assert headers(jars) == expected
+    restored = CookieJars()
+    restored.restore(json.loads(json.dumps(jars.checkpoint())))  # as --state writes it
+    assert headers(restored) == expected
+    assert restored.cookies("a", "https://shop.test/") == {"sid": "1", "wide": "4", "safe": "5"}
+    restored.drop("a")
+    assert restored.header("a", "http://shop.test/") is None
 
 
 async def test_a_paused_crawl_resumes_logged_in(tmp_path: Path) -> None:

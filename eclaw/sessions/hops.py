@@ -44,27 +44,28 @@ class HopHeaders:
     def headers(self, request: Request, url: str) -> Mapping[str, str]:
         """What to send to ``url``, a hop of ``request`` (its first hop is ``request.url`` itself)."""
         own = request._headers or _EMPTY
+        names = {name.lower(): name for name in own} if own else _EMPTY  # lower-case -> as written
         moved = url != request.url and _netloc(url) != _netloc(request.url)
         added: dict[str, str] = {}
-        cookie = self._cookie(request, url, own, moved)
+        cookie = self._cookie(request, url, moved, None if moved or "cookie" not in names else own[names["cookie"]])
         if cookie:
             added["Cookie"] = cookie
-        if self._auth and (moved or not _has(own, "authorization")):
+        if self._auth and (moved or "authorization" not in names):
             auth = self._auth.header(url)
             if auth:
                 added["Authorization"] = auth
-        if self._referer and request.referer and not _has(own, "referer"):
+        if self._referer and request.referer and "referer" not in names:
             referer = referer_for(request.referer, url)
             if referer:
                 added["Referer"] = referer
-        if not added and not moved:
-            return own
-        dropped = {name.lower() for name in added} | (_OWN_HOST_ONLY if moved else set())
+        if not moved and "cookie" not in names:
+            return {**own, **added} if added else own  # the common case: nothing of the request's to drop
+        dropped = _OWN_HOST_ONLY if moved else {"cookie"}  # the request's Cookie is in the merged one
         return {**{k: v for k, v in own.items() if k.lower() not in dropped}, **added}
 
-    def _cookie(self, request: Request, url: str, own: Mapping[str, str], moved: bool) -> str | None:
-        """The ``Cookie`` header: the jar's cookies for ``url``, then the request's own (those the
-        jar does not name; only to the request's own host)."""
+    def _cookie(self, request: Request, url: str, moved: bool, mine: str | None) -> str | None:
+        """The ``Cookie`` header: the jar's cookies for ``url``, then the request's own (its ``cookies``
+        and ``Cookie`` header, ``mine``: those the jar does not name; to the request's own host only)."""
         meta = request._meta
         given = meta.get("cookies") if meta else None
         jars = self.jars
@@ -76,7 +77,6 @@ class HopHeaders:
                 jars.set(key, url, given)
                 given = None
             jar = jars.header(key, url)
-        mine = None if moved else _get(own, "cookie")
         if given and not moved:
             pairs = given.items() if isinstance(given, Mapping) else ((c["name"], c["value"]) for c in given)
             mine = "; ".join([*(f"{name}={value}" for name, value in pairs), *([mine] if mine else [])])
@@ -102,18 +102,6 @@ def referer_for(referer: str, url: str) -> str | None:
 
 def _netloc(url: str) -> str:
     return url.partition("://")[2].partition("/")[0].partition("?")[0].rpartition("@")[2].lower()
-
-
-def _has(headers: Mapping[str, str], lower: str) -> bool:
-    return bool(headers) and any(name.lower() == lower for name in headers)
-
-
-def _get(headers: Mapping[str, str], lower: str) -> str | None:
-    if headers:
-        for name, value in headers.items():
-            if name.lower() == lower:
-                return value
-    return None
 
 
 def merge_cookies(jar: str | None, own: str | None) -> str | None:

@@ -1,18 +1,21 @@
 """The crawl's cookie jars: one per key, chosen per request (``meta["cookiejar"]``), saved with ``--state``.
 
 Each jar is a :class:`http.cookiejar.CookieJar` (the standard library's, which Scrapy
-uses too): domains, paths, ``Secure``, expiry and host-only cookies as browsers treat
-them. A jar is made when its first cookie arrives, so a crawl whose sites set no
-cookie pays nothing per request.
+uses too): it parses ``Set-Cookie`` and decides which cookies to keep. Which ones a URL
+gets is matched as browsers do (RFC 6265: host-only cookies stay on their host). A jar
+is made when its first cookie arrives, so a crawl whose sites set no cookie pays
+nothing per request.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from http.cookiejar import Cookie, CookieJar
 from typing import Any
+from urllib.parse import urlsplit
 
 from eclaw.exceptions import BadRequest
 from eclaw.http import Request
@@ -57,6 +60,7 @@ class CookieJars:
 
     def __init__(self) -> None:
         self._jars: dict[JarKey, CookieJar] = {}
+        self._sent: dict[JarKey, list[Cookie]] = {}  # each jar's cookies, listed again when it changes
 
     def __repr__(self) -> str:
         return f"CookieJars({len(self._jars)} jars)"
@@ -71,13 +75,30 @@ class CookieJars:
         return list(self._jars)
 
     def header(self, key: JarKey, url: str) -> str | None:
-        """The ``Cookie`` header the jar ``key`` sends to ``url`` (``None``: no cookie)."""
-        jar = self._jars.get(key)
-        if jar is None:
+        """The ``Cookie`` header the jar ``key`` sends to ``url`` (``None``: no cookie).
+
+        The cookies are those ``http.cookiejar`` accepted; which of them go to a URL is matched
+        here (RFC 6265: domain, host-only, path, ``Secure``, expiry), in a few microseconds where the
+        standard library's own lookup takes over a hundred, on every request of a site with cookies."""
+        cookies = self._sent.get(key)
+        if not cookies:
             return None
-        probe = urllib.request.Request(url)
-        jar.add_cookie_header(probe)
-        return probe.get_header("Cookie")
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        erhn = host if "." in host else host + ".local"  # how http.cookiejar names a dotless host
+        path, secure, now = parts.path or "/", parts.scheme == "https", time.time()
+        chosen = [
+            cookie
+            for cookie in cookies
+            if (cookie.expires is None or cookie.expires > now)
+            and (secure or not cookie.secure)
+            and _domain_match(cookie, erhn)
+            and _path_match(cookie.path, path)
+        ]
+        if not chosen:
+            return None
+        chosen.sort(key=lambda cookie: len(cookie.path), reverse=True)  # the most specific first
+        return "; ".join(c.name if c.value is None else f"{c.name}={c.value}" for c in chosen)
 
     def cookies(self, key: JarKey, url: str) -> dict[str, str]:
         """The cookies the jar ``key`` sends to ``url``, by name (for a fetcher that sets them itself)."""
@@ -90,6 +111,8 @@ class CookieJars:
             if jar is None:
                 jar = self._jars[key] = CookieJar()
             jar.extract_cookies(_Headers(set_cookies), urllib.request.Request(url))  # type: ignore[arg-type]
+            jar.clear_expired_cookies()
+            self._sent[key] = list(jar)
 
     def set(self, key: JarKey, url: str, cookies: Mapping[str, str] | Iterable[Mapping[str, Any]]) -> None:
         """Put cookies a request brings (``meta["cookies"]``) in the jar, as if ``url`` had set them: a
@@ -105,6 +128,7 @@ class CookieJars:
     def drop(self, key: JarKey) -> None:
         """Forget the jar ``key`` (a retired session's)."""
         self._jars.pop(key, None)
+        self._sent.pop(key, None)
 
     def __iter__(self) -> Iterator[tuple[JarKey, Cookie]]:
         for key, jar in list(self._jars.items()):
@@ -128,10 +152,25 @@ class CookieJars:
             for fields in cookies:
                 httponly = fields.pop("httponly", False)
                 jar.set_cookie(Cookie(**fields, rest={"HttpOnly": ""} if httponly else {}))
+            self._sent[key] = list(jar)
         logger.info("cookies restored: %d jars", len(self._jars))
 
     async def flush(self) -> None:
         """Nothing to write ahead: the checkpoint holds the cookies."""
+
+
+def _domain_match(cookie: Cookie, erhn: str) -> bool:
+    """A host-only cookie (no ``Domain``) goes to its host alone; a domain cookie to it and its subdomains."""
+    if not cookie.domain_specified:
+        return cookie.domain == erhn
+    domain = cookie.domain if cookie.domain.startswith(".") else "." + cookie.domain
+    return ("." + erhn).endswith(domain)
+
+
+def _path_match(cookie_path: str, path: str) -> bool:
+    if path == cookie_path:
+        return True
+    return path.startswith(cookie_path) and (cookie_path.endswith("/") or path[len(cookie_path)] == "/")
 
 
 def _saved(cookie: Cookie) -> dict[str, Any]:
