@@ -199,6 +199,33 @@ async def test_a_banned_session_is_retired_and_its_requests_tried_on_a_fresh_one
     assert_accounted(stats)
 
 
+async def test_the_session_pool_comes_back_with_a_resumed_crawl(tmp_path: Path) -> None:
+    site = Catalogue(shelves=40, ban=1, captcha=0, after=3)
+
+    async def run(stop_after: int | None) -> Any:
+        engine = Engine(state_dir=tmp_path / "state", overrides={"checkpoint_interval": 0.05})
+        stored = 0
+
+        def count(event: ItemStored) -> None:
+            nonlocal stored
+            stored += 1
+            if stored == stop_after:
+                engine.stop("paused by the test")
+
+        engine.subscribe(ItemStored, count)
+        async with engine:
+            return await engine.crawl(Shelves, start_urls=[base + "/shelf/0"])
+
+    async with serve(site.app()) as base:
+        first = await run(stop_after=12)
+        known = site.visitors  # the banned one, and the sessions live at the pause
+        second = await run(stop_after=None)
+    assert first.finish_reason == "paused by the test" and second.finish_reason == "finished"
+    assert site.visitors == known  # the live sessions went on with their cookies: no new visitor
+    assert second.items_stored == 40 and second.counters["sessions banned"] == 1
+    assert_accounted(second)
+
+
 async def test_a_request_banned_on_every_session_fails_after_max_rotations() -> None:
     mock = MockDownloader(lambda request: (403, "banned") if "403" in request.url else "<p>Access denied</p>")
 
