@@ -99,6 +99,33 @@ async def test_with_cookies_off_nothing_is_kept_but_a_requests_own_cookies_are_s
     assert own["cookies"] == {"lang": "fr"} and later["cookies"] == {}
 
 
+async def test_a_login_that_sends_you_back_to_the_page_you_started_at() -> None:
+    site = Notebook(notes=2)
+
+    class Bounced(Spider):
+        name = "bounced"
+
+        async def start_requests(self) -> AsyncIterator[Request]:
+            yield Request(self.base + "/notes", callback=self.bounced)  # not signed in: sent to /login
+
+        def bounced(self, response: Response) -> Any:
+            assert response.meta["redirect_urls"] == [self.base + "/notes"]
+            credentials = {"user": "bob", "password": ACCOUNTS["bob"]}
+            yield Request.from_form(response, credentials, callback=self.notebook)  # answered with /notes again
+
+        def notebook(self, response: Response) -> Any:
+            yield from response.follow_all(css="a.note", callback=self.note)
+
+        def note(self, response: Response) -> Any:
+            yield {"text": response.css(".text::text").get()}
+
+    async with serve(site.app()) as base:
+        items, stats = await collect(Bounced, settings=QUIET, base=base)
+    assert sorted(item["text"] for item in items) == sorted(site.notes["bob"])
+    assert stats.dropped_by_reason["duplicate"] == 0
+    assert_accounted(stats)
+
+
 def test_which_cookies_a_url_gets_and_the_jars_saved_and_restored() -> None:
     jars = CookieJars()
     jars.store("a", "http://shop.test/", ["sid=1; Path=/", "deep=2; Path=/account", "old=3; Max-Age=0"])

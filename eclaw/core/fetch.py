@@ -164,8 +164,8 @@ class Fetcher:
 
     async def _crawled_elsewhere(self, request: Request, response: Response, hops: list[str]) -> bool:
         """A redirect led to ``response.url``: record its hops and end as seen (in the request's cookie
-        jar), so a link there later is a duplicate; True if the end was seen (or queued) already: the
-        page is another request's."""
+        jar), so a link there later is a duplicate; True if the end was seen (or queued) already by a
+        GET: the page is another request's."""
         targets = [plain_request(url, None) for url in [*hops[1:], response.url]]
         if request._meta and "cookiejar" in request._meta:
             for target in targets:
@@ -175,7 +175,8 @@ class Fetcher:
         except Exception as exc:  # the frontier cannot say: parse the page (at worst, twice)
             logger.warning("could not record where %s was redirected: %s", redact_url(response.request.url), exc)
             return False
-        return not fresh[-1] and not response.request.dont_filter
+        # a form's POST that lands on a page seen before is its answer (a login sends you back): parse it
+        return not fresh[-1] and not response.request.dont_filter and request.method == "GET"
 
     async def _checked(self, request: Request) -> Response:
         response = await self._downloader.fetch(request)
