@@ -26,7 +26,8 @@ Capabilities are declared by implementing a Protocol, never guessed:
 - the lifecycle, :class:`Opens` (``open(crawl)`` before the first request) and
   :class:`Closes` (``close()`` at the end): middlewares, pipelines and outputs alike;
 - :class:`Resumable` (``checkpoint()``, ``restore(saved)``, ``flush()``): an
-  output a crawl saved with ``--state`` continues exactly.
+  output a crawl saved with ``--state`` continues exactly (a middleware too: the session
+  pool's sessions, like the crawl's cookie jars, come back on resume).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
+    from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
     from eclaw.stats import Stats
@@ -72,6 +74,10 @@ class CrawlContext(Protocol):
     @property
     def queued(self) -> int:
         """Requests waiting in the frontier."""
+
+    @property
+    def cookies(self) -> CookieJars | None:
+        """The crawl's cookie jars, by ``meta["cookiejar"]`` (``None`` with the ``cookies`` setting off)."""
 
     @property
     def in_flight(self) -> int:
@@ -119,7 +125,8 @@ class ItemPipeline(Protocol):
 
 @runtime_checkable
 class Resumable(Protocol):
-    """An output a saved crawl (``--state``) continues exactly: no item lost, none twice."""
+    """An output a saved crawl (``--state``) continues exactly: no item lost, none twice (or a
+    middleware, or the cookie jars: what they hold comes back on resume)."""
 
     def checkpoint(self) -> dict[str, Any] | None:
         """Where the output stands (its committed length...), taken at the checkpoint's barrier."""

@@ -23,6 +23,7 @@ Errors::
         ├── ResponseTooLarge            refused past ``max_response_size``
         ├── BadRequest                  the request cannot be sent as built (conflicting auth, bad header)
         ├── CacheMiss                   ``HttpCache(offline=True)`` has no copy
+        ├── Banned                      the site banned every session the pool tried (``Sessions``)
         ├── RedirectError
         │   ├── TooManyRedirects
         │   ├── RedirectLoop
@@ -46,6 +47,7 @@ from typing import Any
 
 __all__ = [
     "BadRequest",
+    "Banned",
     "CacheMiss",
     "CloseSpider",
     "ConfigError",
@@ -188,6 +190,13 @@ class CacheMiss(DownloadError):
     """An offline ``HttpCache`` has no stored response for the request."""
 
     reason = "cache miss"
+
+
+class Banned(DownloadError):
+    """The response is a ban (a status or a page the session pool was told to watch for), and
+    the request has been tried on as many fresh sessions as it may."""
+
+    reason = "banned"
 
 
 class DownloadTimeout(DownloadError, TimeoutError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -41,7 +42,7 @@ class Settings:
         max_url_length: longer URLs are dropped (and listed in ``drops``); servers take 8 KB.
         user_agent: the ``User-Agent`` of every request that does not set one;
             empty means the ``UserAgent`` middleware's realistic browser UA.
-        cookies: keep a cookie jar per crawl.
+        cookies: keep cookies, in a jar per ``meta["cookiejar"]`` (one default jar per crawl).
         verify_tls: check TLS certificates (off for sites with self-signed ones).
         frontier_memory: pending requests kept in memory; more wait on disk (0 = no limit).
         dupefilter: ``"bloom"`` (bounded memory) or ``"set"`` (exact, small crawls).
@@ -112,6 +113,16 @@ class Settings:
 
     A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
     running the same command again goes on, with a fresh budget for the new run.
+
+        Forms, cookies and sessions (``docs/sessions.md``):
+
+        referer: send the page a request was found on as its ``Referer`` (never from https to http).
+        meta_refresh: follow ``<meta http-equiv="refresh">`` like a redirect.
+        meta_refresh_max_delay: seconds; a refresh that waits longer is not followed.
+        http_auth: HTTP basic auth per host, ``user:password@host[:port]`` comma-separated
+            (percent-escape ``@ : ,`` in names and passwords); sent to that host only, never logged.
+        sessions: size of a session pool (``Sessions`` middleware: a cookie jar, user agent and
+            proxy per session, a banned session retired); 0 is off.
     """
 
     concurrency: int = 16
@@ -169,6 +180,12 @@ class Settings:
     # fetchers: the impersonating one and the choice per host (issue 19)
     impersonate: str = "chrome"
     fetchers: str = ""
+    # forms, cookies and sessions (issue 18)
+    referer: bool = True
+    meta_refresh: bool = True
+    meta_refresh_max_delay: float = 100.0
+    http_auth: str = dataclasses.field(default="", repr=False)  # holds passwords
+    sessions: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -196,6 +213,8 @@ class Settings:
             "output_batch_bytes",
             "quality_count_ratio",
             "frontier_memory",
+            "meta_refresh_max_delay",
+            "sessions",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
@@ -209,6 +228,9 @@ class Settings:
         for name in ("connect_timeout", "timeout", "checkpoint_interval", "lease_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name!r} must be positive, got {getattr(self, name)!r}")
+        for number, entry in enumerate(e.strip() for e in self.http_auth.split(",")):
+            if entry and not re.fullmatch(r"[^:@]+:.*@[^@/]+", entry):  # the message names no password
+                raise ConfigError(f"setting 'http_auth': entry {number + 1} must be USER:PASSWORD@HOST")
         if not 0 < self.dupefilter_error_rate < 1:
             raise ConfigError(
                 f"setting 'dupefilter_error_rate' must be between 0 and 1, got {self.dupefilter_error_rate!r}"

@@ -54,6 +54,8 @@ class Spider:
             wins; default: every page to ``parse``). ``sitemap_follow``: patterns of the index
             entries to follow (default all); ``sitemap_since``: skip entries whose ``lastmod`` is
             older; ``sitemap_alternate_links``: follow ``hreflang`` alternates too (docs/sitemaps.md).
+        http_auth: HTTP basic auth per host, ``{"host": ("user", "password")}`` (or
+            ``"host:port"``): sent to that host only (over the ``http_auth`` setting).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -80,6 +82,7 @@ class Spider:
     sitemap_follow: Sequence[UrlPattern] = ()
     sitemap_since: date | str | None = None
     sitemap_alternate_links: bool = False
+    http_auth: Mapping[str, tuple[str, str]] = {}
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

@@ -18,6 +18,7 @@ from eclaw.middlewares.http_cache import HttpCache
 from eclaw.middlewares.proxy import Proxy
 from eclaw.middlewares.retry import Retry
 from eclaw.middlewares.robots import Robots
+from eclaw.middlewares.sessions import Sessions
 from eclaw.middlewares.throttle import Throttle
 from eclaw.middlewares.user_agent import BROWSERS, UserAgent
 from eclaw.settings import Settings
@@ -30,6 +31,7 @@ __all__ = [
     "Proxy",
     "Retry",
     "Robots",
+    "Sessions",
     "Throttle",
     "UserAgent",
     "defaults",
@@ -52,7 +54,7 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
 
     ``Retry`` (unless ``retries=0``), ``Robots`` (if ``obey_robots``),
     ``HttpCache`` (if ``http_cache``; revalidating, if ``incremental``), ``Throttle`` (if ``autothrottle``),
-    ``UserAgent``, ``Proxy`` (if ``proxies``).
+    ``Sessions`` (if ``sessions``), ``UserAgent``, ``Proxy`` (if ``proxies``).
 
     Without ``settings``: ``[Defaults()]``, the place-holder an engine fills per
     crawl from that crawl's settings (``Engine(middlewares=[*defaults(), mine])``).
@@ -69,6 +71,8 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
         chain.append(HttpCache(cache, revalidate=settings.incremental))
     if settings.autothrottle:
         chain.append(Throttle())
+    if settings.sessions:
+        chain.append(Sessions(settings.sessions))  # outside UserAgent and Proxy: a session's own win
     chain.append(UserAgent())
     if settings.proxies:
         chain.append(Proxy.from_setting(settings.proxies))

@@ -131,3 +131,17 @@ async def test_shop_sitemap_spider_reads_the_sitemaps_only() -> None:
     changed = {p["sku"] for p in expected_products() if product_lastmod(int(str(p["sku"])[4:])) >= since}
     assert {item["sku"] for item in recent} == changed and 0 < len(changed) < 100
     assert "/sitemaps/pages.xml.gz" not in fetched  # its lastmod is older: not even downloaded
+async def test_shop_login_spider_signs_in_and_reads_the_members_page(demo_url: str) -> None:
+    from eclaw.demo.account import ORDERS
+    from eclaw.demo.site import expected_products
+
+    spider_cls = load(ROOT / "spiders" / "shop_login.py").ShopLoginSpider
+    items, stats = await collect(spider_cls, base_url=demo_url)
+    assert items[0] == {"member": "demo", "orders": len(ORDERS)}
+    skus = {product["sku"]: product["title"] for product in expected_products()}
+    assert sorted((item["ordered"], item["title"]) for item in items[1:]) == [
+        (f"SKU-{pid:05d}", skus[f"SKU-{pid:05d}"]) for pid in ORDERS
+    ]
+    assert_accounted(stats)
+    refused, refused_stats = await collect(spider_cls, base_url=demo_url, password="guess")
+    assert refused == [] and refused_stats.finish_reason == "closespider: login failed: Wrong user name or password."

@@ -48,6 +48,7 @@ def test_namespaces() -> None:
         "Proxy",
         "Retry",
         "Robots",
+        "Sessions",
         "Throttle",
         "UserAgent",
         "defaults",

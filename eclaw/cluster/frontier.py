@@ -127,7 +127,7 @@ class RedisScheduler:
         self.redis = await connect(self.url)
         self._scripts = {
             name: self.redis.register_script(getattr(redis_lua, name))
-            for name in ("ENQUEUE", "LEASE", "COMPLETE", "REQUEUE", "REAP", "COUNT", "ACQUIRE")
+            for name in ("ENQUEUE", "LEASE", "COMPLETE", "REQUEUE", "REAP", "COUNT", "ACQUIRE", "MARK")
         }
         if settings.dupefilter == "bloom":
             n, p = settings.dupefilter_capacity, settings.dupefilter_error_rate
@@ -238,6 +238,15 @@ class RedisScheduler:
             await self.call(lambda: self.redis.set(self.prefix + "seeded", "1"))  # type: ignore[union-attr]
             self._marked_seeded = True
         return reasons
+
+    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
+        """Record ``requests`` as seen in the crawl's shared filter (where a redirect led), unqueued."""
+        calls: list[tuple[int, str, list[str], list[Any]]] = []
+        for index, request in enumerate(requests):
+            mode, marks = self._marks(request)
+            calls.append((index, "MARK", ["seen" if mode == "set" else "bloom"], [mode, len(marks), *marks]))
+        results = await self.call(lambda: self._pipelined(calls)) if calls else []
+        return [bool(result) for result in results]
 
     async def _pipelined(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> list[Any]:
         assert self.redis is not None

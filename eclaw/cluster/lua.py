@@ -18,11 +18,11 @@ Keys (``P`` is ``eclaw:<spider>:``)::
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE", "COMPLETE", "COUNT", "ENQUEUE", "LEASE", "REAP", "REQUEUE"]
+__all__ = ["ACQUIRE", "COMPLETE", "COUNT", "ENQUEUE", "LEASE", "MARK", "REAP", "REQUEUE"]
 
-# KEYS: seen-structure, queue, requests, seq. ARGV: mode, n, n bit positions (bloom) or the
-# fingerprint (set), record, priority. Returns the new id, or 0 for a duplicate.
-ENQUEUE = """
+# The duplicate check of ENQUEUE and MARK: KEYS[1] seen-structure; ARGV: mode, n, n bit positions
+# (bloom) or the fingerprint (set). Sets them; `new` is 0 if they were all set already.
+_SEEN = """
 local mode, n = ARGV[1], tonumber(ARGV[2])
 local new = 1
 if mode == 'bloom' then
@@ -36,11 +36,22 @@ if mode == 'bloom' then
 elseif mode == 'set' then
   new = redis.call('SADD', KEYS[1], ARGV[3])
 end
+"""
+
+# KEYS: seen-structure, queue, requests, seq. ARGV: mode, n, n bit positions (bloom) or the
+# fingerprint (set), record, priority. Returns the new id, or 0 for a duplicate.
+ENQUEUE = _SEEN + """
 if new == 0 then return 0 end
 local id = redis.call('INCR', KEYS[4])
 redis.call('ZADD', KEYS[2], -tonumber(ARGV[4 + n]) * 1e13 + id, id)
 redis.call('HSET', KEYS[3], id, ARGV[3 + n])
 return id
+"""
+
+# KEYS: seen-structure. ARGV: as ENQUEUE's, without record and priority. Records a URL as seen
+# without queueing it (where a redirect led); returns 1 if it was new, else 0.
+MARK = _SEEN + """
+return new
 """
 
 # KEYS: queue, requests, leases:<worker>. ARGV: count. Moves up to count requests from the

@@ -46,6 +46,7 @@ class CallbackRunner:
         activity: Activity,
         stop: Callable[[str], None],
         assign: Callable[[list[Request]], None],
+        referer: bool = True,
     ) -> None:
         self._spider = spider
         self._parser = parser
@@ -55,6 +56,7 @@ class CallbackRunner:
         self._activity = activity
         self._stop = stop
         self._assign = assign
+        self._referer = referer  # the page a request comes from is its Referer (the downloader sends it)
 
     async def downloaded(self, event: ResponseDownloaded) -> None:
         """The owner: run the callback; the request ends as ``ResponseParsed`` or ``RequestFailed``."""
@@ -105,11 +107,13 @@ class CallbackRunner:
         counts: list[int],
     ) -> None:
         depth = request.depth + 1
+        referer = response.url if response is not None and self._referer else None
         if isinstance(outputs, AsyncIterator):
             async for value in outputs:  # may await between values: each goes on at once
                 kind = _kind(value)
                 if kind is _REQUEST:
                     value.depth = depth  # type: ignore[attr-defined]
+                    value.referer = referer  # type: ignore[attr-defined]
                     counts[1] += 1
                     self._assign([value])  # type: ignore[list-item]
                     await self._bus.publish_batch(RequestGenerated, [value], response)
@@ -127,6 +131,7 @@ class CallbackRunner:
                 kind = _REQUEST if type(value) is Request else _kind(value)
                 if kind is _REQUEST:
                     value.depth = depth  # type: ignore[attr-defined]
+                    value.referer = referer  # type: ignore[attr-defined]
                     requests.append(value)  # type: ignore[arg-type]
                 elif kind is _ITEM:
                     counts[0] += 1

@@ -67,6 +67,7 @@ class Crawl:
         self.settings = parts.settings
         self.scheduler = parts.scheduler
         self.outputs = parts.outputs
+        self.cookies = parts.cookies
         self.stats = Stats(spider=self.spider.name)
         self.run_id = uuid.uuid4().hex[:12]
         self.records = Records(self.settings, self.spider.name, self.run_id)
@@ -93,7 +94,7 @@ class Crawl:
         self.intake = Intake(self.scheduler, bus, stats, journal, activity, self._pump)
         callbacks = CallbackRunner(
             spider=self.spider, parser=parts.parser, bus=bus, items=self.items, stats=stats, activity=activity,
-            stop=self.stop, assign=self.intake.assign,
+            stop=self.stop, assign=self.intake.assign, referer=self.settings.referer,
         )  # fmt: skip
         accounting = Accounting(
             stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,

@@ -22,6 +22,7 @@ from eclaw.events import RequestDropped, RequestFailed, RequestScheduled, Respon
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
 from eclaw.frontier.base import Scheduler
 from eclaw.http import Request, Response
+from eclaw.http.request import plain_request
 from eclaw.http.urls import redact_url
 from eclaw.observe.logs import request_id
 from eclaw.stats import Stats
@@ -154,7 +155,28 @@ class Fetcher:
             stats.responses_downloaded += 1
             stats.status_counts[response.status] += 1
             stats.bytes_downloaded += len(response.body)
+            hops = response.request._meta and response.request._meta.get("redirect_urls")  # _meta: no dict made
+            if hops and await self._crawled_elsewhere(request, response, hops):
+                await self._bus.publish(RequestDropped(request=request, reason="duplicate"))
+                self._finished(request)
+                return
             await self._bus.publish(ResponseDownloaded(request=response.request, response=response))
+
+    async def _crawled_elsewhere(self, request: Request, response: Response, hops: list[str]) -> bool:
+        """A redirect led to ``response.url``: record its hops and end as seen (in the request's cookie
+        jar), so a link there later is a duplicate; True if the end was seen (or queued) already by a
+        GET: the page is another request's."""
+        targets = [plain_request(url, None) for url in [*hops[1:], response.url]]
+        if request._meta and "cookiejar" in request._meta:
+            for target in targets:
+                target.meta = {"cookiejar": request._meta["cookiejar"]}
+        try:
+            fresh = await self._scheduler.add_seen(targets)
+        except Exception as exc:  # the frontier cannot say: parse the page (at worst, twice)
+            logger.warning("could not record where %s was redirected: %s", redact_url(response.request.url), exc)
+            return False
+        # a form's POST that lands on a page seen before is its answer (a login sends you back): parse it
+        return not fresh[-1] and not response.request.dont_filter and request.method == "GET"
 
     async def _checked(self, request: Request) -> Response:
         response = await self._downloader.fetch(request)

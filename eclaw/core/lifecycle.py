@@ -11,7 +11,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, I
 from typing import Any
 
 from eclaw.contracts import Closes, CrawlContext, Opens
-from eclaw.downloaders.base import Downloader
+from eclaw.downloaders.base import Downloader, UsesCookies
 from eclaw.exceptions import ConfigError, EclawError
 from eclaw.frontier.base import Scheduler
 
@@ -34,6 +34,8 @@ class Parts:
         spider, settings = crawl.spider, crawl.settings
         await self.scheduler.open(spider, settings, wake)
         self._closers.append((self.scheduler, self.scheduler.close))
+        if crawl.cookies is not None and isinstance(self.downloader, UsesCookies):  # declared by the downloader
+            self.downloader.use_cookies(crawl.cookies)
         await self.downloader.open(spider, settings)
         self._closers.append((self.downloader, self.downloader.close))
         for plugin in self.plugins:

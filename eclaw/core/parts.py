@@ -25,6 +25,7 @@ from eclaw.middlewares import Defaults, defaults
 from eclaw.observe.metrics import Metrics
 from eclaw.observe.quality import RunRecorder
 from eclaw.observe.trace import Tracer
+from eclaw.sessions.jars import CookieJars
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.storage.outputs import output_for
@@ -48,10 +49,15 @@ class CrawlParts:
     outputs: dict[str, ItemPipeline]
     state: CrawlState | None = None
     watchers: list[Watcher] = field(default_factory=list)
+    cookies: CookieJars | None = None
 
     def resumables(self, records: Mapping[str, Resumable]) -> dict[str, Resumable]:
-        """What a checkpoint saves the position of, by name: resumable pipelines, the outputs, the files of record."""
-        named: dict[str, Resumable] = {}
+        """What a checkpoint saves the position of, by name: resumable pipelines, the outputs, the files of
+        record; and what it saves the contents of: the cookie jars, resumable middlewares (the session pool)."""
+        named: dict[str, Resumable] = {"cookies": self.cookies} if self.cookies is not None else {}
+        for index, middleware in enumerate(self.middlewares):
+            if isinstance(middleware, Resumable):  # declared by the middleware
+                named[f"middleware {index}: {middleware!r}"] = middleware
         for index, pipeline in enumerate(self.pipelines):
             if isinstance(pipeline, Resumable):  # declared by the pipeline
                 named[f"pipeline {index}: {pipeline!r}"] = pipeline
@@ -102,6 +108,7 @@ class Assembly:
             outputs=outputs,
             state=_state(spider, settings, scheduler, outputs),
             watchers=self._watchers(settings),
+            cookies=CookieJars() if settings.cookies else None,
         )
 
     def _recrawl_sitemaps(self, spider: Spider, settings: Settings) -> None:

@@ -17,6 +17,7 @@ from functools import cache
 
 from aiohttp import web
 
+from eclaw.demo.account import add_account_routes
 from eclaw.demo.sitemap import add_sitemaps
 
 __all__ = ["CATEGORIES", "PER_PAGE", "Product", "expected_products", "make_app"]
@@ -158,4 +159,5 @@ def make_app() -> web.Application:
     app.router.add_get("/category/{slug}", category)
     app.router.add_get("/product/{pid}", product)
     add_sitemaps(app, _catalogue(), CATEGORIES)
+    add_account_routes(app, _page)  # /login and the members-only /account
     return app

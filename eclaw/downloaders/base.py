@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
+    from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["Downloader"]
+__all__ = ["Downloader", "UsesCookies"]
 
 
 class Downloader(Protocol):
@@ -22,3 +23,11 @@ class Downloader(Protocol):
     async def fetch(self, request: Request) -> Response: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class UsesCookies(Protocol):
+    """A downloader that sends and keeps cookies itself, hop by hop: the crawl hands it its
+    jars (``crawl.cookies``, saved with ``--state``) before opening it."""
+
+    def use_cookies(self, jars: CookieJars) -> None: ...

@@ -4,6 +4,11 @@ Redirects are followed by eclaw, hop by hop (:mod:`eclaw.downloaders.redirects`)
 so loops, hop limits and offsite hops are caught; bodies are streamed and refused
 past ``max_response_size`` (counted after decompression, so a gzip bomb is cut off
 early); aiohttp's exceptions are translated into :mod:`eclaw.exceptions`.
+
+Each hop carries what :class:`~eclaw.sessions.hops.HopHeaders` adds (the cookies of the
+request's jar, the host's basic auth, the ``Referer``) and its ``Set-Cookie`` go to that
+jar. A ``<meta http-equiv="refresh">`` is a hop like a 3xx (:mod:`eclaw.downloaders.refresh`);
+``meta["dont_redirect"]`` (or a 3xx status the request or spider handles) stops at the first.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import aiohttp
 from yarl import URL
 
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
+from eclaw.downloaders.refresh import refresh_target
 from eclaw.downloaders.tls import certificate_error, handshake_error
 from eclaw.exceptions import (
     BadRequest,
@@ -30,6 +36,9 @@ from eclaw.exceptions import (
     TruncatedResponse,
 )
 from eclaw.http import Request, Response
+from eclaw.sessions.auth import HostAuth
+from eclaw.sessions.hops import HopHeaders
+from eclaw.sessions.jars import CookieJars
 
 if TYPE_CHECKING:
     from eclaw.settings import Settings
@@ -47,19 +56,24 @@ class HttpDownloader:
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._jars: CookieJars | None = None
         self.bytes_received = 0
+
+    def use_cookies(self, jars: CookieJars) -> None:
+        """Keep cookies in the crawl's jars (else, with ``cookies`` on, in jars of its own)."""
+        self._jars = jars
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._settings = settings
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
+        self._handled = frozenset(spider.handle_httpstatus_list)
+        jars = self._jars if self._jars is not None or not settings.cookies else CookieJars()
+        self._hops = HopHeaders(jars, HostAuth(settings.http_auth, spider.http_auth), referer=settings.referer)
         connector = aiohttp.TCPConnector(
             limit=settings.concurrency,
             limit_per_host=settings.concurrency_per_domain,
             ttl_dns_cache=300,
             ssl=settings.verify_tls,
-        )
-        jar: aiohttp.abc.AbstractCookieJar = (
-            aiohttp.CookieJar(unsafe=True) if settings.cookies else aiohttp.DummyCookieJar()
         )
         self._timeout = aiohttp.ClientTimeout(
             total=settings.timeout,
@@ -68,7 +82,7 @@ class HttpDownloader:
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
-            cookie_jar=jar,
+            cookie_jar=aiohttp.DummyCookieJar(),  # cookies are eclaw's: a jar per request (HopHeaders)
             timeout=self._timeout,
             headers={"User-Agent": settings.user_agent or FALLBACK_USER_AGENT},
             auto_decompress=True,
@@ -90,7 +104,7 @@ class HttpDownloader:
     async def _fetch_once(self, request: Request, url: str, method: str, body: bytes) -> Hop:
         assert self._session is not None
         proxy, proxy_headers = _proxy(request)
-        headers = request.headers
+        headers = self._hops.headers(request, url)
         if proxy_headers and url.startswith("http:"):  # plain HTTP goes to the proxy as is: no CONNECT
             headers = {**headers, **proxy_headers}
         try:
@@ -103,11 +117,12 @@ class HttpDownloader:
                 proxy=proxy,
                 proxy_headers=proxy_headers,
             ) as resp:
+                self._hops.received(request, url, resp.headers)
                 location = resp.headers.get("Location")
-                if resp.status in REDIRECTS and location:
+                if resp.status in REDIRECTS and location and self._follows(request, resp.status):
                     return resp.status, resp.headers, b"", location
                 data = await self._read_body(resp, url)
-                return resp.status, resp.headers, data, None
+                return resp.status, resp.headers, data, self._refresh(request, url, resp, data)
         except DownloadError:
             raise
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
@@ -132,6 +147,23 @@ class HttpDownloader:
             raise DownloadError(f"download of {url} failed: {_short(exc)}") from exc
         except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
             raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
+
+    def _follows(self, request: Request, status: int) -> bool:
+        """Whether to follow a redirect: not with ``dont_redirect``, nor for a status the request or spider handles."""
+        meta = request._meta  # not request.meta: that would give every request a dict
+        if meta and (meta.get("dont_redirect") or meta.get("handle_httpstatus_all")):
+            return False
+        if meta and status in meta.get("handle_httpstatus_list", ()):
+            return False
+        return status not in self._handled
+
+    def _refresh(self, request: Request, url: str, resp: aiohttp.ClientResponse, data: bytes) -> str | None:
+        """Where a ``<meta http-equiv="refresh">`` page sends the browser, when that is to be followed."""
+        settings = self._settings
+        if not settings.meta_refresh or not 200 <= resp.status < 300:
+            return None
+        target = refresh_target(url, resp.headers, data, settings.meta_refresh_max_delay)
+        return target if target is not None and self._follows(request, resp.status) else None
 
     async def _read_body(self, resp: aiohttp.ClientResponse, url: str) -> bytes:
         limit = self._settings.max_response_size

@@ -1,7 +1,8 @@
 """Redirects followed by eclaw, hop by hop, the same way whichever fetcher sends the hops.
 
 A fetcher gives :func:`follow` a function that sends one hop and answers with the
-status, headers, body and ``Location`` (``None`` unless it is a redirect to follow);
+status, headers, body and ``Location`` (``None`` unless it is a redirect to follow: a 3xx,
+or a page whose ``<meta http-equiv="refresh">`` the fetcher follows, a GET like a 303);
 :func:`follow` catches loops, the hop limit, offsite hops and non-http targets, and
 records the hops in ``request.meta["redirect_urls"]``.
 """
@@ -48,7 +49,7 @@ async def follow(request: Request, send: SendHop, allowed: frozenset[str], max_r
         if len(hops) > max_redirects:
             raise TooManyRedirects(f"more than {max_redirects} redirects from {request.url}")
         url = _next_hop(url, location, seen, allowed)
-        if status == 303 or (status in (301, 302) and method == "POST"):
+        if status == 303 or (status in (301, 302) and method == "POST") or status < 300:  # < 300: a meta refresh
             method, body = "GET", b""
 
 

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from eclaw.downloaders.base import Downloader
+from eclaw.downloaders.base import Downloader, UsesCookies
 from eclaw.downloaders.impersonate import ImpersonateDownloader
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
@@ -21,6 +21,7 @@ from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
+    from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
@@ -38,6 +39,11 @@ class Fetchers:
         self._opening: dict[str, asyncio.Future[Downloader]] = {}
         self._default = "plain"
         self._hosts: dict[str, str] = {}  # host -> fetcher, for requests that name none
+        self._jars: CookieJars | None = None
+
+    def use_cookies(self, jars: CookieJars) -> None:
+        """The crawl's cookie jars, for each fetcher that keeps cookies itself."""
+        self._jars = jars
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._spider, self._settings = spider, settings
@@ -100,6 +106,8 @@ class Fetchers:
         return await asyncio.shield(opening)
 
     async def _start(self, name: str, fetcher: Downloader) -> Downloader:
+        if self._jars is not None and isinstance(fetcher, UsesCookies):  # declared by the fetcher
+            fetcher.use_cookies(self._jars)
         await fetcher.open(self._spider, self._settings)
         self._open[name] = fetcher
         return fetcher

@@ -60,6 +60,10 @@ class Scheduler(Protocol):
 
     async def release(self, request: Request) -> None: ...
 
+    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
+        """Record ``requests`` as seen without queueing them: where a redirect led, so a later link
+        there is a duplicate. For each, ``False`` if it was seen (or queued) before."""
+
     async def done(self, request: Request) -> None:
         """``request`` reached its end and its items are stored (called only when ``shared``)."""
 
@@ -107,8 +111,13 @@ def host_overrides(settings: Settings) -> tuple[dict[str, int], dict[str, float]
 
 
 def fingerprint(request: Request) -> bytes:
-    """A 20-byte digest of method, canonical URL and body: what duplicate filters remember."""
+    """A 20-byte digest of method, canonical URL, body and cookie jar: what duplicate filters remember.
+
+    The jar (``meta["cookiejar"]``) counts: two accounts' ``/inbox`` are two pages."""
     key = f"{request.method} {canonical_url(request.url)}".encode()
+    meta = request._meta  # not request.meta: that would give every request a dict
+    if meta and "cookiejar" in meta:
+        key += f" jar={meta['cookiejar']!r}".encode()
     if request.body:
         key += b" " + request.body
     return hashlib.sha1(key, usedforsecurity=False).digest()

@@ -114,7 +114,10 @@ class DefaultScheduler:
             # recently is a duplicate, known without canonicalising or hashing it;
             # an offsite or mailto: link seen recently is refused again, unchecked.
             key = None
-            if request.method == "GET" and not request.body and not request.dont_filter:
+            meta = request._meta  # a request in a cookie jar of its own is not known by its URL alone
+            if request.method == "GET" and not request.body and not request.dont_filter and not (
+                meta and "cookiejar" in meta
+            ):
                 key = request.url.partition("#")[0]
                 if key in recent.new or key in recent.old:
                     reasons.append("duplicate")
@@ -178,6 +181,10 @@ class DefaultScheduler:
         self._pending += 1
         self._in_memory += 1
         self._offer(slot)
+
+    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
+        dupefilter = self.dupefilter
+        return [dupefilter.add(fingerprint(request)) for request in requests]
 
     def _filter(self, request: Request) -> str | None:
         reason = check_request(request, self._settings, self._allowed)

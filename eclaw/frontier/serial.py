@@ -40,6 +40,8 @@ def dumps(request: Request, spider: Spider) -> str:
         record["depth"] = request.depth
     if request.dont_filter:
         record["dont_filter"] = True
+    if request.referer:
+        record["referer"] = request.referer
     if request._id:
         record["id"] = request._id
     try:
@@ -78,6 +80,7 @@ def loads(text: str, spider: Spider) -> Request:
         _safe=True,
     )
     request._id = record.get("id", 0)
+    request.referer = record.get("referer")
     return request
 
 

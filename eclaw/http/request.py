@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
+from eclaw.http.forms import FormData, FormOptions, RequestOptions, form_request, json_request
 from eclaw.http.urls import absolute_url
+
+if TYPE_CHECKING:
+    from eclaw.http.response import Response
 
 __all__ = ["Callback", "Request", "plain_request"]
 
@@ -33,6 +37,10 @@ class Request:
         depth: link distance from a start request (set by the engine).
         render: fetch it with a browser (``meta["render"] = True``): its page is what the
             browser shows once its scripts ran (the ``browser`` fetcher, ``eclaw[browser]``).
+        cookies: cookies to send with it (``meta["cookies"]``), kept in its cookie jar.
+
+    ``referer`` is the URL of the page whose callback yielded the request (set by the crawl,
+    sent as ``Referer`` unless the ``referer`` setting is off).
     """
 
     # headers, meta and cb_kwargs are made on first use: most requests wait in
@@ -50,6 +58,7 @@ class Request:
         "errback",
         "method",
         "priority",
+        "referer",
         "url",
     )
     _FIELDS = (
@@ -66,7 +75,7 @@ class Request:
         "depth",
     )
 
-    _PLAIN_FIELDS = frozenset({"headers", "meta", "priority", "cb_kwargs", "dont_filter", "depth"})
+    _PLAIN_FIELDS = frozenset({"headers", "meta", "priority", "cb_kwargs", "dont_filter", "depth", "referer"})
 
     def __init__(
         self,
@@ -82,6 +91,7 @@ class Request:
         errback: Callback | None = None,
         depth: int = 0,
         render: bool = False,
+        cookies: Mapping[str, str] | None = None,
         _safe: bool = False,
     ) -> None:
         # Written out by hand: this runs once per extracted link.
@@ -90,12 +100,13 @@ class Request:
         self.method = method if method == "GET" else method.upper()
         self._headers = headers
         self.body = body.encode() if isinstance(body, str) else body
-        self._meta = {**(meta or {}), "render": True} if render else meta
+        self._meta = _with_options(meta, render, cookies) if render or cookies else meta
         self.priority = priority
         self._cb_kwargs = cb_kwargs
         self.dont_filter = dont_filter
         self.errback = errback
         self.depth = depth
+        self.referer: str | None = None
         self._id = 0  # its row in a saved crawl's state (0: none); kept by replace()
         if callback is not None and not callable(callback):
             raise TypeError(f"Request callback must be callable, got {callback!r}")
@@ -140,7 +151,7 @@ class Request:
         new = _new(Request)
         new.url, new.callback, new.method, new.body = self.url, self.callback, self.method, self.body
         new.priority, new.dont_filter, new.errback = self.priority, self.dont_filter, self.errback
-        new.depth, new._id = self.depth, self._id
+        new.depth, new._id, new.referer = self.depth, self._id, self.referer
         new._meta = dict(self._meta) if self._meta else None
         new._headers = dict(self._headers) if self._headers else None
         new._cb_kwargs = dict(self._cb_kwargs) if self._cb_kwargs else None
@@ -158,8 +169,24 @@ class Request:
         fields["cb_kwargs"] = dict(self.cb_kwargs)
         fields.update(changes)
         new = Request(**fields, _safe="url" not in changes)
-        new._id = self._id
+        new._id, new.referer = self._id, self.referer
         return new
+
+    @classmethod
+    def from_form(cls, response: Response, formdata: FormData | None = None, **options: Unpack[FormOptions]) -> Request:
+        """A request submitting a form of ``response`` as a browser would: hidden fields (CSRF
+        tokens) kept, the form's action, method and enctype honoured; Scrapy's
+        ``FormRequest.from_response``. See :func:`eclaw.http.forms.form_request` for the options
+        (``formcss``, ``formnumber``, ``clickdata``...); the others are ``Request``'s own."""
+        return form_request(cls, response, formdata, **options)
+
+    @classmethod
+    def json(
+        cls, url: str, data: Any = None, *, method: str | None = None, **options: Unpack[RequestOptions]
+    ) -> Request:
+        """A request sending ``data`` as JSON: a POST (or ``method``) with ``Content-Type:
+        application/json``; without ``data``, a GET that accepts JSON."""
+        return json_request(cls, url, data, method=method, **options)
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.url}>"
@@ -176,4 +203,15 @@ def plain_request(url: str, callback: Callback | None) -> Request:
     request._headers = request._meta = request._cb_kwargs = request.errback = None
     request.priority = request.depth = request._id = 0
     request.dont_filter = False
+    request.referer = None
     return request
+
+
+def _with_options(meta: dict[str, Any] | None, render: bool, cookies: Mapping[str, str] | None) -> dict[str, Any]:
+    """``meta`` with the keys ``render=`` and ``cookies=`` stand for."""
+    meta = dict(meta or {})
+    if render:
+        meta["render"] = True
+    if cookies:
+        meta["cookies"] = dict(cookies)
+    return meta

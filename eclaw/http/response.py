@@ -120,10 +120,10 @@ class Response:
         declared = http_content_type_encoding(content_type) if "charset" in content_type.lower() else None
         if declared is None:
             start = self.body[:1024]
-            if b'charset="utf-8"' in start or b"charset=utf-8" in start or b'charset="UTF-8"' in start:
+            if _utf8_declared(start):
                 return "utf-8"  # by far the commonest declaration: skip the full scan
             head = self.body[:4096].lower()
-            if b'charset="utf-8"' in head[:1024] or b"charset=utf-8" in head[:1024]:
+            if _utf8_declared(head[:1024]):
                 declared = "utf-8"
             elif b"charset" in head or b"encoding" in head:
                 declared = html_body_declared_encoding(self.body)
@@ -325,6 +325,15 @@ def _href(link: Any) -> str:
     if attrib is not None:
         return str(attrib.get("href", "")).strip()
     raise TypeError(f"cannot follow {link!r}: expected a URL string or a link element")
+
+
+def _utf8_declared(start: bytes) -> bool:
+    """``start`` declares UTF-8 (a form's ``accept-charset="utf-8"`` is not the page's charset)."""
+    for needle in (b'charset="utf-8"', b"charset=utf-8", b'charset="UTF-8"'):
+        at = start.find(needle)
+        if at == 0 or (at > 0 and start[at - 1] != 0x2D):  # 0x2D: "-", as in accept-charset
+            return True
+    return False
 
 
 def _detect_encoding(body: bytes) -> str | None:
