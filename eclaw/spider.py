@@ -40,6 +40,8 @@ class Spider:
             ``UserAgent`` middleware's browser UA); robots.txt rules are matched for it.
         fetcher: how its requests are fetched unless they say otherwise: ``"plain"``
             (aiohttp, the default), or another fetcher's name (see :mod:`eclaw.downloaders`).
+        browser: the page actions of its rendered requests unless their ``meta["browser"]``
+            says otherwise, key by key (see :mod:`eclaw.downloaders.browser.actions`).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -58,6 +60,7 @@ class Spider:
     required_fields: Sequence[str] = ()
     user_agent: str = ""
     fetcher: str = ""
+    browser: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

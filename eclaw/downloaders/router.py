@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from eclaw.downloaders.base import Downloader
+from eclaw.downloaders.browser import BrowserFetcher
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request, Response
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FETCHERS", "Fetchers"]
 
-FETCHERS: dict[str, Callable[[], Downloader]] = {"plain": HttpDownloader}
+FETCHERS: dict[str, Callable[[], Downloader]] = {"plain": HttpDownloader, "browser": BrowserFetcher}
 
 
 class Fetchers:
