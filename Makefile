@@ -59,14 +59,15 @@ test: test-servers lint suite
 suite: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Real servers the tests start themselves (a forward proxy, Redis), from Debian's packages.
+# Real servers the tests start themselves (a forward proxy, Redis, a headless Chromium), from Debian's packages.
 test-servers:
 	@missing=""; \
 	command -v tinyproxy >/dev/null || test -x /usr/bin/tinyproxy || missing="$$missing tinyproxy"; \
 	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || missing="$$missing redis-server"; \
+	command -v chromium >/dev/null || test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) || \
-	  (echo "the proxy and Redis tests need:$$missing (apt-get install$$missing)" && false); \
+	  (echo "the proxy, Redis and browser tests need:$$missing (apt-get install$$missing)" && false); \
 	fi
 
 lint: $(STAMP)

@@ -7,8 +7,8 @@ after a click on "Show tickets" (``/api/gigs/<id>/tickets``). Members (cookie
 ``member=gold``) see member prices. ``/slow`` waits for an API that answers late.
 
 The server counts what it is asked for (``hits``: images, fonts, media, the tracking script,
-each API, the shell) and records the ``Cookie`` and ``Via`` headers of every request
-(``seen``), so a test can tell what a browser fetched and how.
+each API, the shell) and records some headers of every request (``seen``: ``Cookie``,
+``Via``, ``User-Agent``, ``X-Tag``), so a test can tell what a browser fetched and how.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from aiohttp import web
 
@@ -121,6 +122,16 @@ def _kind(path: str) -> str:
     return {"/track.js": "tracker", "/static/app.js": "script", "/static/style.css": "style"}.get(path, "shell")
 
 
+class Seen(NamedTuple):
+    """One request the site got."""
+
+    path: str
+    cookie: str
+    via: str
+    agent: str
+    tag: str
+
+
 @dataclass
 class GigSite:
     """The site's state: ``pages`` pages of ``per_page`` gigs, ``slow`` seconds for ``/api/slow``."""
@@ -129,7 +140,7 @@ class GigSite:
     per_page: int = 4
     slow: float = 2.0
     hits: Counter[str] = field(default_factory=Counter)
-    seen: list[tuple[str, str, str]] = field(default_factory=list)  # (path, Cookie, Via)
+    seen: list[Seen] = field(default_factory=list)
 
     @property
     def gigs(self) -> int:
@@ -141,7 +152,8 @@ class GigSite:
     @web.middleware
     async def count(self, request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
         self.hits[_kind(request.path)] += 1
-        self.seen.append((request.path, request.headers.get("Cookie", ""), request.headers.get("Via", "")))
+        get = request.headers.get
+        self.seen.append(Seen(request.path, get("Cookie", ""), get("Via", ""), get("User-Agent", ""), get("X-Tag", "")))
         return await handler(request)
 
     async def shell(self, request: web.Request) -> web.Response:

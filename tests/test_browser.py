@@ -139,7 +139,7 @@ async def test_contexts_are_recycled_after_n_pages_and_after_a_ban(site: GigSite
         banned = await fetcher.fetch(Request(base + "/banned"))
         await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))  # context 3: 2 was banned; its cookies went
         assert (banned.status, fetcher.contexts_created) == (429, 3)
-    assert [cookie for path, cookie, _ in site.seen if path == "/api/gigs"] == ["member=gold"] * 4 + [""]
+    assert [seen.cookie for seen in site.seen if seen.path == "/api/gigs"] == ["member=gold"] * 4 + [""]
 
     async with browser(browser_context_pages=0, browser_pages=1) as fetcher:
         for _ in range(5):
@@ -156,7 +156,21 @@ async def test_the_request_cookies_reach_the_page_and_its_api(site: GigSite, bas
     assert guest.css("span.member").getall() == []
     assert member.css("span.member::text").getall() == [f"€{10 + n}" for n in range(1, site.per_page + 1)]
     assert len(listed.css("span.member")) == site.per_page
-    assert [cookie for path, cookie, _ in site.seen if path == "/"] == ["", "member=gold", "member=gold"]
+    assert [seen.cookie for seen in site.seen if seen.path == "/"] == ["", "member=gold", "member=gold"]
+
+
+async def test_the_request_headers_and_method_go_with_the_page_not_its_resources(site: GigSite, base: str) -> None:
+    headers = {"User-Agent": "GigBot/1.0", "X-Tag": "box-office"}
+    async with browser() as fetcher:
+        response = await fetcher.fetch(Request(base + "/", headers=headers, meta={"browser": LISTED}))
+        refused = await fetcher.fetch(Request(base + "/about", method="POST", body=b"seat=12"))
+    assert len(response.css("li.gig")) == site.per_page
+    [page] = [seen for seen in site.seen if seen.path == "/"]
+    assert (page.agent, page.tag) == ("GigBot/1.0", "box-office")
+    assert {(seen.agent, seen.tag) for seen in site.seen if seen.path != "/" and seen.path != "/about"} == {
+        ("GigBot/1.0", "")  # the context's user agent, and no tag: the page's own requests are the browser's
+    }
+    assert refused.status == 405 and refused.text.startswith("405")  # a POST, answered as served (text/plain)
 
 
 def _own(name: str) -> dict[str, Any]:
@@ -170,14 +184,14 @@ async def test_a_proxy_carries_the_page_and_everything_it_fetches(site: GigSite,
         direct = await fetcher.fetch(Request(base + "/about"))
         assert fetcher.contexts_created == 2
     assert len(response.css("li.gig")) == site.per_page
-    assert {path for path, _, via in proxied if "tinyproxy" in via} == {
+    assert {seen.path for seen in proxied if "tinyproxy" in seen.via} == {
         "/",
         "/static/app.js",
         "/static/style.css",
         "/track.js",
         "/api/gigs",
     }
-    assert direct.css("h1::text").get() == "About us" and {via for _, _, via in site.seen} == {""}
+    assert direct.css("h1::text").get() == "About us" and {seen.via for seen in site.seen} == {""}
 
 
 async def test_a_page_that_never_finishes_fails_as_a_timeout_with_a_screenshot(base: str) -> None:
