@@ -24,7 +24,7 @@ from aiohttp import web
 SHELL = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Gigs</title>
 <link rel="stylesheet" href="/static/style.css">
-<style>li.gig { height: 140px; }</style>
+<style>li.gig { height: 400px; }</style>
 <script src="/track.js"></script>
 </head><body>
 <nav><a href="/" class="home">Listing</a> <a href="/about" class="about">About</a></nav>
@@ -137,7 +137,7 @@ class GigSite:
     """The site's state: ``pages`` pages of ``per_page`` gigs, ``slow`` seconds for ``/api/slow``."""
 
     pages: int = 3
-    per_page: int = 4
+    per_page: int = 2
     slow: float = 2.0
     hits: Counter[str] = field(default_factory=Counter)
     seen: list[Seen] = field(default_factory=list)

@@ -4,30 +4,30 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
-from eclaw.downloaders.browser import BrowserFetcher, Plan, actions, find_chromium
+from eclaw.downloaders.browser import BrowserFetcher, actions, find_chromium
 from eclaw.events import ItemStored
 from eclaw.exceptions import ConnectError
-from eclaw.frontier.serial import dumps, loads
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file
 from tests.jssite import GigSite, gig_ids
 from tests.proxies import tinyproxy
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # one browser for the tests that need no settings of their own
+
 TICKETS = actions({"click": "button.tickets", "wait": 0.1}, {"wait_for": "li.ticket"})
 LISTED = actions({"wait_for": "li.gig"})  # the API answers after the load event
-SCROLLED = actions({"wait_for": "li.gig"}, {"scroll": "until_stable", "wait": 0.4})
+SCROLLED = actions({"wait_for": "li.gig"}, {"scroll": "until_stable", "wait": 0.3})
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -44,10 +44,17 @@ def site() -> GigSite:
     return GigSite()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def base(site: GigSite) -> AsyncIterator[str]:
     async with serve(site.app()) as url:
         yield url
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared() -> AsyncIterator[BrowserFetcher]:
+    """A browser with the default settings, for the tests that need no other."""
+    async with browser() as fetcher:
+        yield fetcher
 
 
 class Gigs(Spider):
@@ -92,26 +99,26 @@ async def test_a_rendered_crawl_finds_what_a_plain_one_cannot(site: GigSite, bas
     assert plain == [] and stats.requests_parsed == 1  # the shell: no gig, no link
 
 
-async def test_the_page_json_is_handed_to_the_callback(site: GigSite, base: str) -> None:
-    async with browser() as fetcher:
-        response = await fetcher.fetch(Request(base + "/", meta={"browser": SCROLLED}))
-        api = await fetcher.fetch(Request(base + "/api/gigs?page=2", render=True))  # no HTML: as served
+async def test_the_page_json_is_handed_to_the_callback(site: GigSite, base: str, shared: BrowserFetcher) -> None:
+    response = await shared.fetch(Request(base + "/", meta={"browser": SCROLLED}))
+    api = await shared.fetch(Request(base + "/api/gigs?page=2", render=True))  # no HTML: as served
     assert gig_ids(response.text) == list(range(1, site.gigs + 1))
     xhr = response.meta["xhr"]
     assert [entry["url"] for entry in xhr] == [f"{base}/api/gigs?page={n}" for n in range(1, site.pages + 1)]
     assert [gig["id"] for entry in xhr for gig in entry["json"]["gigs"]] == list(range(1, site.gigs + 1))
     assert api.headers["Content-Type"].startswith("application/json") and api.json()["next"] == 3
 
-    async with browser(browser_xhr_bytes=200) as fetcher:  # one page of gigs is ~300 bytes
+    async with browser(browser_xhr_bytes=100) as fetcher:  # one page of gigs is ~150 bytes
         response = await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
     [entry] = response.meta["xhr"]
     assert entry["json"] is None and "over what is left of browser_xhr_bytes" in entry["skipped"]
 
 
-async def test_client_side_routing_the_response_is_where_the_page_ended(site: GigSite, base: str) -> None:
+async def test_client_side_routing_the_response_is_where_the_page_ended(
+    site: GigSite, base: str, shared: BrowserFetcher
+) -> None:
     follow = actions({"wait_for": "a.gig"}, {"click": "a.gig"}, {"wait_for": "article h1"})
-    async with browser() as fetcher:
-        response = await fetcher.fetch(Request(base + "/", meta={"browser": follow}))
+    response = await shared.fetch(Request(base + "/", meta={"browser": follow}))
     assert response.url == base + "/gig/1" and response.css("h1::text").get() == site.title(1)
     assert response.status == 200 and response.headers["Content-Type"] == "text/html; charset=utf-8"
     assert site.hits["shell"] == 1  # pushState: no second document was loaded
@@ -120,7 +127,7 @@ async def test_client_side_routing_the_response_is_where_the_page_ended(site: Gi
 async def test_blocked_resources_are_never_requested(site: GigSite, base: str) -> None:
     async with browser(browser_block_urls="*/track.js") as fetcher:
         response = await fetcher.fetch(Request(base + "/", meta={"browser": SCROLLED}))
-        assert fetcher.blocked >= site.gigs + 2  # the images, the font, the tracker (and the teaser video)
+        assert fetcher.blocked >= 2  # the font, the tracker (and the teaser video); images are not even asked for
     assert gig_ids(response.text) == list(range(1, site.gigs + 1))  # the page works without them
     assert (site.hits["image"], site.hits["font"], site.hits["tracker"]) == (0, 0, 0)
 
@@ -147,23 +154,23 @@ async def test_contexts_are_recycled_after_n_pages_and_after_a_ban(site: GigSite
         assert fetcher.contexts_created == 1
 
 
-async def test_the_request_cookies_reach_the_page_and_its_api(site: GigSite, base: str) -> None:
-    async with browser() as fetcher:
-        guest = await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
-        member = await fetcher.fetch(Request(base + "/", headers={"Cookie": "member=gold"}, meta=_own("m1")))
-        cookies = [{"name": "member", "value": "gold"}]
-        listed = await fetcher.fetch(Request(base + "/", meta={"cookies": cookies, "browser": LISTED}))
+async def test_the_request_cookies_reach_the_page_and_its_api(site: GigSite, base: str, shared: BrowserFetcher) -> None:
+    guest = await shared.fetch(Request(base + "/", meta={"browser": LISTED}))
+    member = await shared.fetch(Request(base + "/", headers={"Cookie": "member=gold"}, meta=_own("member-1")))
+    cookies = [{"name": "member", "value": "gold"}]
+    listed = await shared.fetch(Request(base + "/", meta={"cookies": cookies, **_own("member-2")}))
     assert guest.css("span.member").getall() == []
     assert member.css("span.member::text").getall() == [f"€{10 + n}" for n in range(1, site.per_page + 1)]
     assert len(listed.css("span.member")) == site.per_page
     assert [seen.cookie for seen in site.seen if seen.path == "/"] == ["", "member=gold", "member=gold"]
 
 
-async def test_the_request_headers_and_method_go_with_the_page_not_its_resources(site: GigSite, base: str) -> None:
+async def test_the_request_headers_and_method_go_with_the_page_not_its_resources(
+    site: GigSite, base: str, shared: BrowserFetcher
+) -> None:
     headers = {"User-Agent": "GigBot/1.0", "X-Tag": "box-office"}
-    async with browser() as fetcher:
-        response = await fetcher.fetch(Request(base + "/", headers=headers, meta={"browser": LISTED}))
-        refused = await fetcher.fetch(Request(base + "/about", method="POST", body=b"seat=12"))
+    response = await shared.fetch(Request(base + "/", headers=headers, meta=_own("gigbot")))  # a context it opens
+    refused = await shared.fetch(Request(base + "/about", method="POST", body=b"seat=12"))
     assert len(response.css("li.gig")) == site.per_page
     [page] = [seen for seen in site.seen if seen.path == "/"]
     assert (page.agent, page.tag) == ("GigBot/1.0", "box-office")
@@ -177,12 +184,13 @@ def _own(name: str) -> dict[str, Any]:
     return {"browser": actions({"wait_for": "li.gig"}, context=name)}
 
 
-async def test_a_proxy_carries_the_page_and_everything_it_fetches(site: GigSite, base: str, tmp_path: Path) -> None:
-    async with tinyproxy(tmp_path) as (proxy, _), browser() as fetcher:
-        response = await fetcher.fetch(Request(base + "/", meta={"proxy": f"http://{proxy}", "browser": LISTED}))
+async def test_a_proxy_carries_the_page_and_everything_it_fetches(
+    site: GigSite, base: str, tmp_path: Path, shared: BrowserFetcher
+) -> None:
+    async with tinyproxy(tmp_path) as (proxy, _):
+        response = await shared.fetch(Request(base + "/", meta={"proxy": f"http://{proxy}", "browser": LISTED}))
         proxied, site.seen[:] = list(site.seen), []
-        direct = await fetcher.fetch(Request(base + "/about"))
-        assert fetcher.contexts_created == 2
+        direct = await shared.fetch(Request(base + "/about"))  # another context: no proxy
     assert len(response.css("li.gig")) == site.per_page
     assert {seen.path for seen in proxied if "tinyproxy" in seen.via} == {
         "/",
@@ -214,12 +222,10 @@ async def test_a_page_that_never_finishes_fails_as_a_timeout_with_a_screenshot(b
 
 
 async def test_actions_survive_a_paused_crawl(site: GigSite, base: str, tmp_path: Path) -> None:
-    request = Request(base + "/gig/2", render=True, meta={"browser": TICKETS})
-    again = loads(dumps(request, Gigs()), Gigs())
-    assert again.meta == {"render": True, "browser": TICKETS} and Plan.parse(again.meta["browser"]).steps
+    settings = {"checkpoint_interval": 0.1, "concurrency": 1}  # one page at a time: a pause leaves some for later
 
     async def crawl(pause_after: int | None) -> Any:
-        engine = Engine(Settings(store=""), state_dir=tmp_path / "state", overrides={"checkpoint_interval": 0.1})
+        engine = Engine(Settings(store=""), state_dir=tmp_path / "state", overrides=settings)
         seen = 0
 
         async def pause(event: ItemStored) -> None:
@@ -237,76 +243,20 @@ async def test_actions_survive_a_paused_crawl(site: GigSite, base: str, tmp_path
     assert stats.finish_reason == "finished"
     done = first + rest
     assert sorted(item["url"] for item in done) == sorted(f"{base}/gig/{n}" for n in range(1, site.gigs + 1))
-    assert all(item["tickets"] == ["standing", "balcony"] for item in rest)  # the resumed ones clicked too
-
-
-@pytest.mark.parametrize(
-    ("declared", "message"),
-    [
-        ({"actions": [{"clik": "button"}]}, "step 1 has no action: give one of wait_for, click, scroll"),
-        ({"actions": [{"click": "a", "scroll": 2}]}, "step 1 has several actions (click, scroll)"),
-        ({"actions": [{"click": "a", "time": 2}]}, "click takes options: times, wait, not 'time'"),
-        ({"actions": [{"scroll": 0}]}, "must be a whole number of at least 1, got 0"),
-        ({"actions": [{"scroll": 2, "max": 5}]}, "max goes with 'until_stable'"),
-        ({"actions": [{"wait_for": ""}]}, "needs a CSS selector"),
-        ({"actions": [{"wait_for": "a", "state": "shown"}]}, "state must be one of attached, detached"),
-        ({"actions": [{"sleep": -1}]}, "must be a non-negative number"),
-        ({"wait_until": "idle"}, "wait_until'] must be one of commit, domcontentloaded, load, networkidle"),
-        ({"timeout": 0}, "timeout'] must be a positive number"),
-        ({"actions": {"click": "a"}}, "must be a list of steps"),
-        ({"click": "a"}, "unknown key 'click' (known: wait_until, actions, timeout, context)"),
-    ],
-)
-def test_bad_page_actions_are_one_line_config_errors(declared: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        Plan.parse(declared)
-    assert message in str(caught.value) and "\n" not in str(caught.value)
-
-
-def test_actions_builds_the_meta_and_checks_it() -> None:
-    built = actions({"scroll": "until_stable"}, {"click": "a.more", "times": 3}, wait_until="networkidle", timeout=9)
-    assert built == {
-        "actions": [{"scroll": "until_stable"}, {"click": "a.more", "times": 3}],
-        "wait_until": "networkidle",
-        "timeout": 9,
-    }
-    assert json.loads(json.dumps(built)) == built  # plain JSON: it survives --state and Redis
-    with pytest.raises(ConfigError, match=r"^actions\(\): step 2 \(click\) times must be a whole number"):
-        actions({"sleep": 1}, {"click": "a", "times": 0})
-
-
-@pytest.mark.parametrize(
-    ("setting", "message"),
-    [
-        ({"browser_pages": 0}, "'browser_pages' must be at least 1"),
-        ({"browser_context_pages": -1}, "'browser_context_pages' must not be negative"),
-        ({"browser_timeout": 0}, "'browser_timeout' must be positive"),
-        ({"browser_block": "image,images"}, "unknown resource type 'images'"),
-    ],
-)
-def test_bad_browser_settings_are_one_line_config_errors(setting: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        Settings(**setting)
-
-
-async def test_without_playwright_or_chromium_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConfigError, match="no program '/opt/no-chromium'"):
-        await BrowserFetcher().open(Gigs(), Settings(browser_executable="/opt/no-chromium"))
-    monkeypatch.setitem(sys.modules, "playwright.async_api", None)  # as if the extra were not installed
-    with pytest.raises(ConfigError, match=r"render=True needs Playwright: pip install 'eclaw\[browser\]'"):
-        await BrowserFetcher().open(Gigs(), Settings())
+    assert rest and all(item["tickets"] == ["standing", "balcony"] for item in rest)  # the resumed ones clicked too
 
 
 async def test_a_crashed_browser_is_launched_again(site: GigSite, base: str) -> None:
+    others = set(chromium_pids())  # the shared browser's
     async with browser() as fetcher:
         await fetcher.fetch(Request(base + "/about"))
-        [pid] = chromium_pids()
+        [pid] = set(chromium_pids()) - others
         os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ConnectError):  # if the loss is not yet known, a lost connection (retried)
             await fetcher.fetch(Request(base + "/about"))
         response = await fetcher.fetch(Request(base + "/about"))
         assert response.css("h1::text").get() == "About us"
-        assert chromium_pids() != [pid]
+        assert pid not in chromium_pids() and len(set(chromium_pids()) - others) == 1
 
 
 def chromium_pids() -> list[int]:
