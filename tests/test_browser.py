@@ -21,7 +21,7 @@ from eclaw.exceptions import ConnectError
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file
 from tests.jssite import GigSite, gig_ids
-from tests.proxies import tinyproxy
+from tests.proxies import free_port, tinyproxy
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")  # one browser for the tests that need no settings of their own
 
@@ -200,6 +200,12 @@ async def test_a_proxy_carries_the_page_and_everything_it_fetches(
         "/api/gigs",
     }
     assert direct.css("h1::text").get() == "About us" and {seen.via for seen in site.seen} == {""}
+
+
+async def test_a_refused_connection_is_a_connect_error(shared: BrowserFetcher) -> None:
+    port = free_port()  # nobody listens there
+    with pytest.raises(ConnectError, match=rf"cannot connect to http://127\.0\.0\.1:{port}/: ERR_CONNECTION_REFUSED"):
+        await shared.fetch(Request(f"http://127.0.0.1:{port}/"))
 
 
 async def test_a_page_that_never_finishes_fails_as_a_timeout_with_a_screenshot(base: str) -> None:

@@ -42,6 +42,7 @@ _CODES: tuple[tuple[str, type[DownloadError]], ...] = (
     ("ERR_TOO_MANY_REDIRECTS", TooManyRedirects),
     ("ERR_ABORTED", DownloadError),  # a download (not a page), or a navigation the page cancelled
     ("ERR_BLOCKED", DownloadError),
+    ("ERR_UNSAFE_PORT", DownloadError),  # a port Chromium never fetches (25, 110...): no retry helps
 )
 _GONE = ("has been closed", "Target crashed", "Browser closed", "Connection closed")
 
