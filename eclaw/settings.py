@@ -110,12 +110,6 @@ class Settings:
         fetchers: the fetcher of each host for requests that name none, ``host=fetcher`` pairs
             separated by commas (``example.com=impersonate,shop.test=browser``; a host covers
             its subdomains); it wins over the spider's ``fetcher``.
-
-    A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
-    running the same command again goes on, with a fresh budget for the new run.
-
-        Forms, cookies and sessions (``docs/sessions.md``):
-
         referer: send the page a request was found on as its ``Referer`` (never from https to http).
         meta_refresh: follow ``<meta http-equiv="refresh">`` like a redirect.
         meta_refresh_max_delay: seconds; a refresh that waits longer is not followed.
@@ -123,6 +117,24 @@ class Settings:
             (percent-escape ``@ : ,`` in names and passwords); sent to that host only, never logged.
         sessions: size of a session pool (``Sessions`` middleware: a cookie jar, user agent and
             proxy per session, a banned session retired); 0 is off.
+        browser_executable: (the browser fetcher, ``render=True``, docs/browser.md) the Chromium (or Chrome) program; empty finds ``chromium`` on the PATH.
+        browser_pages: pages open at once in the browser.
+        browser_context_pages: pages a browser context serves before it is recycled (its cookies
+            and storage go on in the next one), so memory stays flat; 0 never recycles. A context
+            whose page got a 403 or 429 is recycled at once, without its cookies.
+        browser_contexts: idle browser contexts (one per proxy and context name) kept open.
+        browser_block: comma-separated resource types the browser does not fetch (``image``,
+            ``font``, ``media``, ``stylesheet``, ``script``, ``xhr``, ``fetch``, ``websocket``...).
+        browser_block_urls: comma-separated URL patterns (``*`` matches anything) not fetched either.
+        browser_timeout: seconds for a page: its navigation and its actions together.
+        browser_xhr_bytes: bytes of JSON answers to the page's XHR/fetch requests kept for the
+            callback (``response.meta["xhr"]``) per page; 0 keeps none.
+        browser_screenshots: directory of screenshots of the pages that failed (``{spider}``,
+            ``{run_key}`` filled in); empty is off.
+        browser_screenshots_max: screenshots taken per crawl at most.
+
+    A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
+    running the same command again goes on, with a fresh budget for the new run.
     """
 
     concurrency: int = 16
@@ -186,6 +198,17 @@ class Settings:
     meta_refresh_max_delay: float = 100.0
     http_auth: str = dataclasses.field(default="", repr=False)  # holds passwords
     sessions: int = 0
+    # the browser fetcher (eclaw.downloaders.browser)
+    browser_executable: str = ""
+    browser_pages: int = 4
+    browser_context_pages: int = 100
+    browser_contexts: int = 8
+    browser_block: str = "image,font,media"
+    browser_block_urls: str = ""
+    browser_timeout: float = 30.0
+    browser_xhr_bytes: int = 1_048_576
+    browser_screenshots: str = "eclaw-data/{spider}/snapshots"
+    browser_screenshots_max: int = 20
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -235,6 +258,7 @@ class Settings:
             raise ConfigError(
                 f"setting 'dupefilter_error_rate' must be between 0 and 1, got {self.dupefilter_error_rate!r}"
             )
+        _check_browser(self)
 
     def replace(self, values: Mapping[str, Any] | None = None, /, **changes: Any) -> Settings:
         """A copy with ``values``/``changes`` applied.
@@ -281,6 +305,28 @@ def host_map(text: str, name: str, kind: type[int] | type[float]) -> dict[str, f
             raise ConfigError(f"setting {name!r}: expected host=number pairs, got {part!r}")
         result[host] = number
     return result
+# The browser fetcher's settings. Resource types as Chromium (through Playwright) names them;
+# a page's own document is never blocked, so "document" is not one to give.
+BROWSER_RESOURCE_TYPES = frozenset(
+    {"stylesheet", "image", "media", "font", "script", "texttrack", "xhr", "fetch", "eventsource", "websocket"}
+    | {"manifest", "other"}
+)
+
+
+def _check_browser(settings: Settings) -> None:
+    for name in ("browser_pages", "browser_contexts"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"setting {name!r} must be at least 1, got {getattr(settings, name)!r}")
+    for name in ("browser_context_pages", "browser_xhr_bytes", "browser_screenshots_max"):
+        if getattr(settings, name) < 0:
+            raise ConfigError(f"setting {name!r} must not be negative, got {getattr(settings, name)!r}")
+    if settings.browser_timeout <= 0:
+        raise ConfigError(f"setting 'browser_timeout' must be positive, got {settings.browser_timeout!r}")
+    kinds = {kind.strip() for kind in settings.browser_block.split(",") if kind.strip()}
+    unknown = sorted(kinds - BROWSER_RESOURCE_TYPES)
+    if unknown:
+        known = ", ".join(sorted(BROWSER_RESOURCE_TYPES))
+        raise ConfigError(f"setting 'browser_block': unknown resource type {unknown[0]!r} (known: {known})")
 
 
 def _field_name(key: str) -> str:

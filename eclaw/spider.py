@@ -56,6 +56,8 @@ class Spider:
             older; ``sitemap_alternate_links``: follow ``hreflang`` alternates too (docs/sitemaps.md).
         http_auth: HTTP basic auth per host, ``{"host": ("user", "password")}`` (or
             ``"host:port"``): sent to that host only (over the ``http_auth`` setting).
+        browser: the page actions of its rendered requests unless their ``meta["browser"]``
+            says otherwise, key by key (see :mod:`eclaw.downloaders.browser.actions`).
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -83,6 +85,7 @@ class Spider:
     sitemap_since: date | str | None = None
     sitemap_alternate_links: bool = False
     http_auth: Mapping[str, tuple[str, str]] = {}
+    browser: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():

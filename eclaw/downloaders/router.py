@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from eclaw.downloaders.base import Downloader, UsesCookies
+from eclaw.downloaders.browser import BrowserFetcher
 from eclaw.downloaders.impersonate import ImpersonateDownloader
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
@@ -27,7 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = ["FETCHERS", "Fetchers", "host_fetchers"]
 
-FETCHERS: dict[str, Callable[[], Downloader]] = {"plain": HttpDownloader, "impersonate": ImpersonateDownloader}
+FETCHERS: dict[str, Callable[[], Downloader]] = {
+    "plain": HttpDownloader,
+    "impersonate": ImpersonateDownloader,
+    "browser": BrowserFetcher,
+}
 
 
 class Fetchers:

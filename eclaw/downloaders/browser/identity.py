@@ -1,0 +1,105 @@
+"""What a request brings into the browser: its proxy, its cookies, its own headers, method and body.
+
+- ``meta["proxy"]`` (the ``Proxy`` middleware sets it) is the proxy of the page's context:
+  contexts are keyed by it, credentials go to Playwright apart from the URL.
+- Cookies: those of the ``Cookie`` header and of ``meta["cookies"]`` (a ``{name: value}``
+  dict, or a list of Playwright cookie dicts with ``name``, ``value`` and ``url`` or
+  ``domain``/``path``) are added to the context before the page loads, for the request's URL.
+- Its other headers, method and body go with the page's own request (the navigation),
+  never with the page's subresources; ``User-Agent`` is the context's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from yarl import URL
+
+from eclaw.exceptions import ConfigError
+from eclaw.http import Request
+
+if TYPE_CHECKING:
+    from playwright.async_api import Route
+
+__all__ = ["NavigationRoute", "cookies_of", "header", "navigation_overrides", "proxy_option"]
+
+logger = logging.getLogger(__name__)
+
+# Headers the browser sets itself, or that the context carries (cookies, user agent).
+_BROWSER_OWNED = frozenset({"cookie", "user-agent", "host", "content-length", "connection", "accept-encoding"})
+
+
+def header(request: Request, name: str) -> str:
+    """The value of header ``name`` (any case) of ``request``, or ``""``."""
+    wanted = name.lower()
+    for key, value in (request._headers or {}).items():
+        if key.lower() == wanted:
+            return value
+    return ""
+
+
+def proxy_option(proxy: str) -> dict[str, str]:
+    """Playwright's ``proxy`` option for a proxy URL; its credentials apart."""
+    parsed = URL(proxy)
+    if not parsed.host or not parsed.scheme:
+        raise ConfigError(f"meta['proxy'] {parsed.with_password(None)!s} is not a proxy URL (http://host:port)")
+    option = {"server": str(parsed.with_user(None).with_path(""))}
+    if parsed.user is not None:
+        option |= {"username": parsed.user, "password": parsed.password or ""}
+    return option
+
+
+def cookies_of(request: Request) -> list[dict[str, Any]]:
+    """The request's cookies as Playwright wants them: its ``Cookie`` header, then ``meta["cookies"]``."""
+    url = request.url
+    found: list[dict[str, Any]] = []
+    for pair in header(request, "Cookie").split(";"):
+        name, sep, value = pair.strip().partition("=")
+        if sep and name:
+            found.append({"name": name, "value": value, "url": url})
+    extra = (request._meta or {}).get("cookies")
+    if isinstance(extra, Mapping):
+        found += [{"name": str(k), "value": str(v), "url": url} for k, v in extra.items()]
+    elif isinstance(extra, list):
+        for cookie in extra:
+            if not isinstance(cookie, Mapping) or "name" not in cookie or "value" not in cookie:
+                raise ConfigError(f"meta['cookies'] of {url}: each cookie needs a name and a value, got {cookie!r}")
+            found.append({"url": url, **cookie} if "domain" not in cookie and "url" not in cookie else dict(cookie))
+    elif extra is not None:
+        raise ConfigError(f"meta['cookies'] of {url} must be a dict or a list of cookies, got {extra!r}")
+    return found
+
+
+def navigation_overrides(request: Request) -> dict[str, Any]:
+    """What of the request the page's own request must carry: headers, method, body ({} for none)."""
+    overrides: dict[str, Any] = {}
+    # lower case, as Playwright gives the browser's own: one entry per header once merged
+    headers = {k.lower(): v for k, v in (request._headers or {}).items() if k.lower() not in _BROWSER_OWNED}
+    if headers:
+        overrides["headers"] = headers
+    if request.method != "GET":
+        overrides["method"] = request.method
+    if request.body:
+        overrides["post_data"] = request.body
+    return overrides
+
+
+class NavigationRoute:
+    """A page's route handler: gives the page's first navigation the request's ``overrides``."""
+
+    def __init__(self, overrides: dict[str, Any]) -> None:
+        self._overrides = overrides
+        self._done = False
+
+    async def __call__(self, route: Route) -> None:
+        request = route.request
+        if self._done or not request.is_navigation_request() or request.frame.parent_frame is not None:
+            await route.fallback()
+            return
+        self._done = True
+        changes = dict(self._overrides)
+        if "headers" in changes:
+            changes["headers"] = {**request.headers, **changes["headers"]}
+        await route.fallback(**changes)

@@ -1,0 +1,290 @@
+"""The browser fetcher in a real headless Chromium, against a site that is nothing without JavaScript
+(tests/jssite.py: an infinite scroll fed by a JSON API, a client-side router, tickets behind a click)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
+from eclaw.downloaders.browser import BrowserFetcher, actions, find_chromium
+from eclaw.events import ItemStored
+from eclaw.exceptions import ConnectError
+from eclaw.testing import collect, serve
+from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file
+from tests.jssite import GigSite, gig_ids
+from tests.proxies import free_port, tinyproxy
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # one browser for the tests that need no settings of their own
+
+TICKETS = actions({"click": "button.tickets", "wait": 0.1}, {"wait_for": "li.ticket"})
+LISTED = actions({"wait_for": "li.gig"})  # the API answers after the load event
+SCROLLED = actions({"wait_for": "li.gig"}, {"scroll": "until_stable", "wait": 0.3})
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _chromium() -> None:
+    """No Chromium is a failure, never a skip: ``make test`` installs it."""
+    try:
+        find_chromium("")
+    except ConfigError as exc:
+        pytest.fail(f"{exc} (make test installs it)")
+
+
+@pytest.fixture
+def site() -> GigSite:
+    return GigSite()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def base(site: GigSite) -> AsyncIterator[str]:
+    async with serve(site.app()) as url:
+        yield url
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared() -> AsyncIterator[BrowserFetcher]:
+    """A browser with the default settings, for the tests that need no other."""
+    async with browser() as fetcher:
+        yield fetcher
+
+
+class Gigs(Spider):
+    """The listing, scrolled to its end, then each gig with its tickets shown."""
+
+    name = "gigs"
+    base_url = ""
+    render = True
+
+    async def start_requests(self) -> AsyncIterator[Request]:
+        yield Request(self.base_url + "/", render=self.render, meta={"browser": SCROLLED})
+
+    def parse(self, response: Response) -> Any:
+        yield from response.follow_all(css="a.gig", callback=self.parse_gig, render=True, meta={"browser": TICKETS})
+
+    def parse_gig(self, response: Response) -> Any:
+        yield {
+            "url": response.url,
+            "title": response.css("h1::text").get(),
+            "tickets": response.css("li.ticket::text").getall(),
+        }
+
+
+@asynccontextmanager
+async def browser(**settings: Any) -> AsyncIterator[BrowserFetcher]:
+    fetcher = BrowserFetcher()
+    await fetcher.open(Gigs(), Settings(store="", **settings))
+    try:
+        yield fetcher
+    finally:
+        await fetcher.close()
+
+
+async def test_a_rendered_crawl_finds_what_a_plain_one_cannot(site: GigSite, base: str) -> None:
+    items, stats = await collect(Gigs, settings=Settings(store=""), base_url=base)
+    assert_accounted(stats)
+    assert sorted(item["title"] for item in items) == sorted(site.title(n) for n in range(1, site.gigs + 1))
+    assert all(item["tickets"] == ["standing", "balcony"] for item in items)  # there only after the click
+    assert {item["url"] for item in items} == {f"{base}/gig/{n}" for n in range(1, site.gigs + 1)}
+
+    plain, stats = await collect(Gigs, settings=Settings(store=""), base_url=base, render=False)
+    assert plain == [] and stats.requests_parsed == 1  # the shell: no gig, no link
+
+
+async def test_the_page_json_is_handed_to_the_callback(site: GigSite, base: str, shared: BrowserFetcher) -> None:
+    response = await shared.fetch(Request(base + "/", meta={"browser": SCROLLED}))
+    api = await shared.fetch(Request(base + "/api/gigs?page=2", render=True))  # no HTML: as served
+    assert gig_ids(response.text) == list(range(1, site.gigs + 1))
+    xhr = response.meta["xhr"]
+    assert [entry["url"] for entry in xhr] == [f"{base}/api/gigs?page={n}" for n in range(1, site.pages + 1)]
+    assert [gig["id"] for entry in xhr for gig in entry["json"]["gigs"]] == list(range(1, site.gigs + 1))
+    assert api.headers["Content-Type"].startswith("application/json") and api.json()["next"] == 3
+
+    async with browser(browser_xhr_bytes=100) as fetcher:  # one page of gigs is ~150 bytes
+        response = await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
+    [entry] = response.meta["xhr"]
+    assert entry["json"] is None and "over what is left of browser_xhr_bytes" in entry["skipped"]
+
+
+async def test_client_side_routing_the_response_is_where_the_page_ended(
+    site: GigSite, base: str, shared: BrowserFetcher
+) -> None:
+    follow = actions({"wait_for": "a.gig"}, {"click": "a.gig"}, {"wait_for": "article h1"})
+    response = await shared.fetch(Request(base + "/", meta={"browser": follow}))
+    assert response.url == base + "/gig/1" and response.css("h1::text").get() == site.title(1)
+    assert response.status == 200 and response.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert site.hits["shell"] == 1  # pushState: no second document was loaded
+
+
+async def test_blocked_resources_are_never_requested(site: GigSite, base: str) -> None:
+    async with browser(browser_block_urls="*/track.js") as fetcher:
+        response = await fetcher.fetch(Request(base + "/", meta={"browser": SCROLLED}))
+        assert fetcher.blocked >= 2  # the font, the tracker (and the teaser video); images are not even asked for
+    assert gig_ids(response.text) == list(range(1, site.gigs + 1))  # the page works without them
+    assert (site.hits["image"], site.hits["font"], site.hits["tracker"]) == (0, 0, 0)
+
+    site.hits.clear()
+    async with browser(browser_block="") as fetcher:  # the same page with nothing blocked fetches them
+        await fetcher.fetch(Request(base + "/", meta={"browser": SCROLLED}))
+    assert site.hits["image"] == site.gigs and site.hits["font"] == 1 and site.hits["tracker"] == 1
+
+
+async def test_contexts_are_recycled_after_n_pages_and_after_a_ban(site: GigSite, base: str) -> None:
+    async with browser(browser_context_pages=3, browser_pages=1) as fetcher:
+        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED, "cookies": {"member": "gold"}}))  # context 1
+        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
+        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
+        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))  # context 2: 1 served 3; its cookie goes on
+        banned = await fetcher.fetch(Request(base + "/banned"))
+        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))  # context 3: 2 was banned; its cookies went
+        assert (banned.status, fetcher.contexts_created) == (429, 3)
+    assert [seen.cookie for seen in site.seen if seen.path == "/api/gigs"] == ["member=gold"] * 4 + [""]
+
+    async with browser(browser_context_pages=0, browser_pages=1) as fetcher:
+        for _ in range(5):
+            await fetcher.fetch(Request(base + "/about"))
+        assert fetcher.contexts_created == 1
+
+
+async def test_the_request_cookies_reach_the_page_and_its_api(site: GigSite, base: str, shared: BrowserFetcher) -> None:
+    guest = await shared.fetch(Request(base + "/", meta={"browser": LISTED}))
+    member = await shared.fetch(Request(base + "/", headers={"Cookie": "member=gold"}, meta=_own("member-1")))
+    cookies = [{"name": "member", "value": "gold"}]
+    listed = await shared.fetch(Request(base + "/", meta={"cookies": cookies, **_own("member-2")}))
+    assert guest.css("span.member").getall() == []
+    assert member.css("span.member::text").getall() == [f"€{10 + n}" for n in range(1, site.per_page + 1)]
+    assert len(listed.css("span.member")) == site.per_page
+    assert [seen.cookie for seen in site.seen if seen.path == "/"] == ["", "member=gold", "member=gold"]
+
+
+async def test_the_request_headers_and_method_go_with_the_page_not_its_resources(
+    site: GigSite, base: str, shared: BrowserFetcher
+) -> None:
+    headers = {"User-Agent": "GigBot/1.0", "X-Tag": "box-office"}
+    response = await shared.fetch(Request(base + "/", headers=headers, meta=_own("gigbot")))  # a context it opens
+    refused = await shared.fetch(Request(base + "/about", method="POST", body=b"seat=12"))
+    assert len(response.css("li.gig")) == site.per_page
+    [page] = [seen for seen in site.seen if seen.path == "/"]
+    assert (page.agent, page.tag) == ("GigBot/1.0", "box-office")
+    assert {(seen.agent, seen.tag) for seen in site.seen if seen.path != "/" and seen.path != "/about"} == {
+        ("GigBot/1.0", "")  # the context's user agent, and no tag: the page's own requests are the browser's
+    }
+    assert refused.status == 405 and refused.text.startswith("405")  # a POST, answered as served (text/plain)
+
+
+def _own(name: str) -> dict[str, Any]:
+    return {"browser": actions({"wait_for": "li.gig"}, context=name)}
+
+
+async def test_a_proxy_carries_the_page_and_everything_it_fetches(
+    site: GigSite, base: str, tmp_path: Path, shared: BrowserFetcher
+) -> None:
+    async with tinyproxy(tmp_path) as (proxy, _):
+        response = await shared.fetch(Request(base + "/", meta={"proxy": f"http://{proxy}", "browser": LISTED}))
+        proxied, site.seen[:] = list(site.seen), []
+        direct = await shared.fetch(Request(base + "/about"))  # another context: no proxy
+    assert len(response.css("li.gig")) == site.per_page
+    assert {seen.path for seen in proxied if "tinyproxy" in seen.via} == {
+        "/",
+        "/static/app.js",
+        "/static/style.css",
+        "/track.js",
+        "/api/gigs",
+    }
+    assert direct.css("h1::text").get() == "About us" and {seen.via for seen in site.seen} == {""}
+
+
+async def test_a_refused_connection_is_a_connect_error(shared: BrowserFetcher) -> None:
+    port = free_port()  # nobody listens there
+    with pytest.raises(ConnectError, match=rf"cannot connect to http://127\.0\.0\.1:{port}/: ERR_CONNECTION_REFUSED"):
+        await shared.fetch(Request(f"http://127.0.0.1:{port}/"))
+
+
+async def test_a_page_that_never_finishes_fails_as_a_timeout_with_a_screenshot(base: str) -> None:
+    class BoxOffice(Spider):
+        name = "box-office"
+        start_urls = [base + "/slow"]
+        browser = {"actions": [{"wait_for": ".done"}], "timeout": 1}  # the API answers after 2 s
+        fetcher = "browser"
+
+        def parse(self, response: Response) -> Any:
+            yield {"status": response.css("#status::text").get()}
+
+    items, stats = await collect(BoxOffice, settings=Settings(store="", retries=0))
+    assert items == [] and stats.failed_by_reason == {"timeout": 1}
+    [failure] = read_jsonl(record_file("box-office", "failures"))
+    assert "wait_for '.done' not done within 1s" in failure["error"]
+    shot = Path(failure["error"].rpartition("(screenshot: ")[2].rstrip(")"))
+    assert shot.parent == Path("eclaw-data/box-office/snapshots")
+    assert read_bytes(shot).startswith(b"\x89PNG") and len(read_bytes(shot)) > 1000
+
+
+async def test_actions_survive_a_paused_crawl(site: GigSite, base: str, tmp_path: Path) -> None:
+    settings = {"checkpoint_interval": 0.1, "concurrency": 1}  # one page at a time: a pause leaves some for later
+
+    async def crawl(pause_after: int | None) -> Any:
+        engine = Engine(Settings(store=""), state_dir=tmp_path / "state", overrides=settings)
+        seen = 0
+
+        async def pause(event: ItemStored) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == pause_after:
+                engine.stop("paused by the test")
+
+        engine.subscribe(ItemStored, pause)
+        return await collect(Gigs, engine=engine, base_url=base)
+
+    first, stats = await crawl(pause_after=2)
+    assert stats.finish_reason == "paused by the test" and stats.requests_pending
+    rest, stats = await crawl(pause_after=None)
+    assert stats.finish_reason == "finished"
+    done = first + rest
+    assert sorted(item["url"] for item in done) == sorted(f"{base}/gig/{n}" for n in range(1, site.gigs + 1))
+    assert rest and all(item["tickets"] == ["standing", "balcony"] for item in rest)  # the resumed ones clicked too
+
+
+async def test_a_crashed_browser_is_launched_again(site: GigSite, base: str) -> None:
+    others = set(chromium_pids())  # the shared browser's
+    async with browser() as fetcher:
+        await fetcher.fetch(Request(base + "/about"))
+        [pid] = set(chromium_pids()) - others
+        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ConnectError):  # if the loss is not yet known, a lost connection (retried)
+            await fetcher.fetch(Request(base + "/about"))
+        response = await fetcher.fetch(Request(base + "/about"))
+        assert response.css("h1::text").get() == "About us"
+        assert pid not in chromium_pids() and len(set(chromium_pids()) - others) == 1
+
+
+def chromium_pids() -> list[int]:
+    """The browsers this process started (Playwright talks to them over --remote-debugging-pipe)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if b"--remote-debugging-pipe" in command and _descends_from_us(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _descends_from_us(pid: int) -> bool:
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rpartition(")")[2].split()[1])
+    return False
