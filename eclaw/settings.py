@@ -117,7 +117,8 @@ class Settings:
             (percent-escape ``@ : ,`` in names and passwords); sent to that host only, never logged.
         sessions: size of a session pool (``Sessions`` middleware: a cookie jar, user agent and
             proxy per session, a banned session retired); 0 is off.
-        browser_executable: (the browser fetcher, ``render=True``, docs/browser.md) the Chromium (or Chrome) program; empty finds ``chromium`` on the PATH.
+        browser_executable: (the browser fetcher, ``render=True``, docs/browser.md) the Chromium
+            (or Chrome) program; empty finds ``chromium`` on the PATH.
         browser_pages: pages open at once in the browser.
         browser_context_pages: pages a browser context serves before it is recycled (its cookies
             and storage go on in the next one), so memory stays flat; 0 never recycles. A context
