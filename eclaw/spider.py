@@ -7,7 +7,7 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -42,6 +42,10 @@ class Spider:
             ``UserAgent`` middleware's browser UA); robots.txt rules are matched for it.
         fetcher: how its requests are fetched unless they say otherwise: ``"plain"``
             (aiohttp, the default), or another fetcher's name (see :mod:`eclaw.downloaders`).
+        expect_items: names of callbacks that must yield at least one item per page
+            (``{"parse_product"}``): a page that yields none fails with the reason ``no items``
+            and an error snapshot is saved (docs/devloop.md); a request's
+            ``meta["expect_items"]`` (true or false) wins over it.
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -60,6 +64,7 @@ class Spider:
     required_fields: Sequence[str] = ()
     user_agent: str = ""
     fetcher: str = ""
+    expect_items: Collection[str] = ()  # dev loop: callbacks that must yield items
     crawl: Any = None  # the running crawl (an eclaw.contracts.CrawlContext), set when the crawl starts
 
     def __init__(self, **kwargs: Any) -> None:
