@@ -10,6 +10,7 @@ import signal
 from typing import Any
 
 from eclaw.cli.common import exit_code, pairs, setup_logging
+from eclaw.devloop.record import recorder_for
 from eclaw.engine import Engine
 from eclaw.events import SpiderClosed, SpiderOpened
 from eclaw.observe.progress import Progress
@@ -50,6 +51,9 @@ def add_parsers(sub: Any) -> None:
     )
     crawl.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     crawl.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    crawl.add_argument(
+        "--record", default=None, metavar="DIR", help="keep every response and item in DIR for eclaw replay"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,8 +72,16 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(str(level), str(settings.replace(overrides).log_format))
     effective = settings.replace(overrides)
     outputs = args.output or ([effective.store] if effective.store else [])
-    engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
+    recorder = recorder_for(args.record, spider_cls.name, effective)
+    middlewares = recorder.middlewares() if recorder is not None else None
+    store = effective.store or None
+    engine = Engine(settings, overrides=overrides, outputs=outputs, store=store, middlewares=middlewares)
+    if recorder is not None:
+        recorder.attach(engine)
     stats = asyncio.run(crawl_with_signals(engine, spider_cls, pairs(args.arg, "-a"), quiet=args.quiet))
+    if recorder is not None:
+        recorder.save(spider_cls.name, stats, args=pairs(args.arg, "-a"), spider_file=args.spider)
+        print(f"recorded in {recorder.folder}: eclaw replay {args.spider} --from {recorder.folder}")
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
     if stats.finish_reason == "already finished":
         print(f"crawl {spider_cls.name!r} already finished (state in {state}): nothing to do")

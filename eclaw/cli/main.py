@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from eclaw.cli import cluster, crawl, demo, fetch, flow, inspect, parse
+from eclaw.cli import cluster, crawl, demo, fetch, flow, inspect, parse, replay
 from eclaw.exceptions import EclawError
 
 __all__ = ["main"]
@@ -26,6 +26,7 @@ COMMANDS: dict[str, Command] = {
     "flow": flow.run,
     "fetch": fetch.run,
     "parse": parse.run,
+    "replay": replay.run,
     **dict.fromkeys(("worker", "seed", "status"), cluster.run),
     **inspect.COMMANDS,
 }
@@ -35,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     """The whole command line (the reference documentation is generated from it)."""
     parser = argparse.ArgumentParser(prog="eclaw", description="Event-driven asyncio web crawler.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (crawl, fetch, parse, inspect, demo, flow, cluster):
+    for module in (crawl, replay, fetch, parse, inspect, demo, flow, cluster):
         module.add_parsers(sub)
     return parser
 
