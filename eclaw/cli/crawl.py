@@ -68,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
             overrides[option] = getattr(args, option)
     settings.replace(overrides)  # a bad -s fails here, before any import work
     spider_cls = load_spider(args.spider)
+    recorder = recorder_for(args.record, spider_cls.name, settings.replace(overrides))
     level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
     setup_logging(str(level), str(settings.replace(overrides).log_format))
     effective = settings.replace(overrides)
     outputs = args.output or ([effective.store] if effective.store else [])
-    recorder = recorder_for(args.record, spider_cls.name, effective)
     middlewares = recorder.middlewares() if recorder is not None else None
     store = effective.store or None
     engine = Engine(settings, overrides=overrides, outputs=outputs, store=store, middlewares=middlewares)

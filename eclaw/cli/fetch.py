@@ -28,8 +28,8 @@ def add_parsers(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     url = checked_url(args.url)
-    setup_logging("WARNING")
     session = session_of(args)
+    setup_logging("WARNING")
     request = Request(url)
     try:
         response = asyncio.run(_fetch(session, request))

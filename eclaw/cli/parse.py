@@ -35,9 +35,9 @@ def run(args: argparse.Namespace) -> int:
     meta = meta_option(args.meta)
     if args.depth < 1:
         raise ConfigError(f"--depth must be at least 1, got {args.depth}")
-    setup_logging("WARNING")
     session = session_of(args, check_status=True)
     callback = resolve_callback(session.spider, args.callback) if args.callback else None
+    setup_logging("WARNING")
     return asyncio.run(_parse(session, Request(url, callback=callback, meta=meta), args.depth))
 
 
