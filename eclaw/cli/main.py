@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from eclaw.cli import cluster, crawl, demo, fetch, flow, inspect, parse, replay, shell
+from eclaw.cli import cluster, crawl, demo, fetch, flow, inspect, new, parse, replay, shell
 from eclaw.exceptions import EclawError
 
 __all__ = ["main"]
@@ -28,6 +28,7 @@ COMMANDS: dict[str, Command] = {
     "parse": parse.run,
     "replay": replay.run,
     "shell": shell.run,
+    "new": new.run,
     **dict.fromkeys(("worker", "seed", "status"), cluster.run),
     **inspect.COMMANDS,
 }
@@ -37,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
     """The whole command line (the reference documentation is generated from it)."""
     parser = argparse.ArgumentParser(prog="eclaw", description="Event-driven asyncio web crawler.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (crawl, replay, shell, fetch, parse, inspect, demo, flow, cluster):
+    for module in (crawl, replay, shell, fetch, parse, new, inspect, demo, flow, cluster):
         module.add_parsers(sub)
     return parser
 
