@@ -111,6 +111,7 @@ async def test_fetch_goes_through_the_spiders_middlewares_and_prints_status_head
         (["parse", "http://127.0.0.1:9/", "--spider", "{spider}", "--meta", "[1]"], "must be a JSON object"),
         (["replay", "{spider}", "--from", "nowhere"], "nowhere is not a recording"),
         (["crawl", "{spider}", "--record", "rec", "--state", "st"], "--record needs the whole crawl"),
+        (["crawl", "{spider}", "--record", "rec", "-s", "http_cache=cache"], "not with http_cache or incremental"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

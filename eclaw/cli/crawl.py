@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
             overrides[option] = getattr(args, option)
     settings.replace(overrides)  # a bad -s fails here, before any import work
     spider_cls = load_spider(args.spider)
-    recorder = recorder_for(args.record, spider_cls.name, settings.replace(overrides))
+    own = settings.replace(spider_cls.custom_settings).replace(overrides)
+    recorder = recorder_for(args.record, spider_cls.name, own)
     level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
     setup_logging(str(level), str(settings.replace(overrides).log_format))
     effective = settings.replace(overrides)

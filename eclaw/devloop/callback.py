@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from eclaw.contracts import Fetch
 from eclaw.core.expect import ItemExpectations
 from eclaw.core.parser import CallbackParser
 from eclaw.exceptions import ConfigError
@@ -19,7 +20,7 @@ from eclaw.http import Request, Response
 from eclaw.items import is_item, item_to_dict, validate
 from eclaw.spider import Spider
 
-__all__ = ["Outputs", "Parsed", "crawl_from", "resolve_callback", "run_callback"]
+__all__ = ["Outputs", "Parsed", "crawl_from", "problems_of", "resolve_callback", "run_callback"]
 
 _PARSER = CallbackParser()
 
@@ -96,7 +97,7 @@ def problems_of(spider: Spider, request: Request, outputs: Outputs) -> list[str]
 
 
 async def crawl_from(
-    spider: Spider, fetch: Any, request: Request, *, depth: int = 1, concurrency: int = 8
+    spider: Spider, fetch: Fetch, request: Request, *, depth: int = 1, concurrency: int = 8
 ) -> AsyncIterator[Parsed]:
     """``request``'s page and, ``depth`` levels down, the pages of the requests the callbacks
     yield (each URL once); ``fetch`` downloads a request (a :meth:`Session.fetch`)."""
@@ -108,7 +109,7 @@ async def crawl_from(
             try:
                 response = await fetch(request)
                 outputs = await run_callback(spider, response)
-            except (asyncio.CancelledError, ConfigError):
+            except ConfigError:  # a spider without parse(): one line, exit 2
                 raise
             except Exception as exc:
                 return Parsed(request, at, Outputs(), [], exc)
@@ -119,8 +120,8 @@ async def crawl_from(
         level = []
         for page in pages:
             yield page
-            for new in _new(page.outputs.requests, seen) if at < depth else ():
-                level.append(new)
+            if at < depth:
+                level.extend(_new(page.outputs.requests, seen))
         if not level:
             return
 

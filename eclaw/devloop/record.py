@@ -172,4 +172,6 @@ def recorder_for(folder: str | None, spider: str, settings: Settings) -> Recorde
         return None
     if settings.state_dir or settings.scheduler_url:
         raise ConfigError("--record needs the whole crawl in one process: not with --state or --redis")
+    if settings.http_cache or settings.incremental:  # pages it answers would never reach the recording
+        raise ConfigError("--record keeps every response itself: not with http_cache or incremental")
     return Recorder(resolve_path(folder, spider, settings.run_key))
