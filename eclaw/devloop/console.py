@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from eclaw.devloop.callback import Outputs, resolve_callback, run_callback
 from eclaw.devloop.session import Session
-from eclaw.exceptions import DownloadError, EclawError, IgnoreRequest
+from eclaw.exceptions import EclawError, IgnoreRequest
 from eclaw.http import Request, Response
 
 __all__ = ["Console"]
@@ -92,7 +92,7 @@ class Console:
         except IgnoreRequest as exc:
             print(f"[eclaw] dropped: {exc.reason}")
             return None
-        except (DownloadError, EclawError) as exc:
+        except EclawError as exc:  # a download error, a malformed URL: one line, the session goes on
             print(f"[eclaw] failed: {exc}")
             return None
         self.show(response)
