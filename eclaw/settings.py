@@ -204,8 +204,7 @@ class Settings:
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative (0: no limit), got {getattr(self, name)!r}")
         for name in ("snapshots_max", "snapshots_max_bytes"):  # dev loop
-            if getattr(self, name) < 0:
-                value = getattr(self, name)
+            if (value := getattr(self, name)) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative (0: no snapshots), got {value!r}")
         host_map(self.host_concurrency, "host_concurrency", int)
         host_map(self.host_delay, "host_delay", float)
