@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
+    from eclaw.observe.snapshots import Snapshots
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
@@ -70,6 +71,11 @@ class CrawlContext(Protocol):
     @property
     def run_id(self) -> str:
         """This run's id (in log lines and the files of record)."""
+
+    @property
+    def snapshots(self) -> Snapshots | None:
+        """Where failed pages are saved for a developer (:class:`~eclaw.observe.snapshots.Snapshots`);
+        ``None`` when the ``snapshots`` setting is off."""
 
     @property
     def queued(self) -> int:

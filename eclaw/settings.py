@@ -133,6 +133,12 @@ class Settings:
         browser_screenshots: directory of screenshots of the pages that failed (``{spider}``,
             ``{run_key}`` filled in); empty is off.
         browser_screenshots_max: screenshots taken per crawl at most.
+        snapshots: folder of error snapshots (dev loop, docs/devloop.md): a page whose callback
+            raised, or that yielded no item where the spider expects some (``expect_items``),
+            is saved there (request, response headers and body, traceback) and the failure's
+            log line names it; ``{spider}``, ``{run_key}`` filled in; empty is off.
+        snapshots_max: snapshots the folder keeps (a run keeps its first ones, evicting older runs').
+        snapshots_max_bytes: ... and bytes.
 
     A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
     running the same command again goes on, with a fresh budget for the new run.
@@ -208,8 +214,12 @@ class Settings:
     browser_block_urls: str = ""
     browser_timeout: float = 30.0
     browser_xhr_bytes: int = 1_048_576
-    browser_screenshots: str = "eclaw-data/{spider}/snapshots"
+    browser_screenshots: str = "eclaw-data/{spider}/screenshots"
     browser_screenshots_max: int = 20
+    # -- dev loop: error snapshots
+    snapshots: str = "eclaw-data/{spider}/snapshots"
+    snapshots_max: int = 50
+    snapshots_max_bytes: int = 50_000_000
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -245,6 +255,9 @@ class Settings:
         for name in ("max_pages", "max_items", "max_seconds", "max_errors", "max_idle_items_seconds", "max_memory_mb"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative (0: no limit), got {getattr(self, name)!r}")
+        for name in ("snapshots_max", "snapshots_max_bytes"):  # dev loop
+            if (value := getattr(self, name)) < 0:
+                raise ConfigError(f"setting {name!r} must not be negative (0: no snapshots), got {value!r}")
         host_map(self.host_concurrency, "host_concurrency", int)
         host_map(self.host_delay, "host_delay", float)
         if self.read_timeout < 0:

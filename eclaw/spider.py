@@ -7,7 +7,7 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from functools import cached_property
 from pathlib import Path
@@ -58,6 +58,10 @@ class Spider:
             ``"host:port"``): sent to that host only (over the ``http_auth`` setting).
         browser: the page actions of its rendered requests unless their ``meta["browser"]``
             says otherwise, key by key (see :mod:`eclaw.downloaders.browser.actions`).
+        expect_items: names of callbacks that must yield at least one item per page
+            (``{"parse_product"}``): a page that yields none fails with the reason ``no items``
+            and an error snapshot is saved (docs/devloop.md); a request's
+            ``meta["expect_items"]`` (true or false) wins over it.
 
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
@@ -76,6 +80,7 @@ class Spider:
     required_fields: Sequence[str] = ()
     user_agent: str = ""
     fetcher: str = ""
+    expect_items: Collection[str] = ()  # dev loop: callbacks that must yield items
     crawl: Any = None  # the running crawl (an eclaw.contracts.CrawlContext), set when the crawl starts
     # discovery (docs/rules.md, docs/sitemaps.md)
     rules: Sequence[Rule] = ()

@@ -223,7 +223,7 @@ async def test_a_page_that_never_finishes_fails_as_a_timeout_with_a_screenshot(b
     [failure] = read_jsonl(record_file("box-office", "failures"))
     assert "wait_for '.done' not done within 1s" in failure["error"]
     shot = Path(failure["error"].rpartition("(screenshot: ")[2].rstrip(")"))
-    assert shot.parent == Path("eclaw-data/box-office/snapshots")
+    assert shot.parent == Path("eclaw-data/box-office/screenshots")
     assert read_bytes(shot).startswith(b"\x89PNG") and len(read_bytes(shot)) > 1000
 
 

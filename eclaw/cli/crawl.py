@@ -11,6 +11,7 @@ from typing import Any
 
 from eclaw.cli.common import exit_code, pairs, setup_logging
 from eclaw.cli.processes import crawl_processes, processes_wanted
+from eclaw.devloop.record import Recorder, recorder_for
 from eclaw.engine import Engine
 from eclaw.events import SpiderClosed, SpiderOpened
 from eclaw.exceptions import ConfigError
@@ -58,9 +59,47 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="run the crawl on N processes of this machine (auto: one per core); needs redis-server",
     )
+    crawl.add_argument(
+        "--record", default=None, metavar="DIR", help="keep every response and item in DIR for eclaw replay"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    settings, overrides = _settings(args)
+    spider_cls = load_spider(args.spider)
+    recorder = recorder_for(
+        args.record, spider_cls.name, settings.replace(spider_cls.custom_settings).replace(overrides)
+    )
+    level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
+    setup_logging(str(level), str(settings.replace(overrides).log_format))
+    effective = settings.replace(overrides)
+    outputs = args.output or ([effective.store] if effective.store else [])
+    state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
+    spider_args = pairs(args.arg, "-a")
+    processes = processes_wanted(args.processes)
+    if processes > 1:
+        if args.redis or recorder is not None:
+            raise ConfigError("--processes runs a Redis of its own and records nothing: not with --redis or --record")
+        overrides["log_level"] = str(level).upper()
+        stats = asyncio.run(
+            crawl_processes(
+                args.spider, spider_cls, spider_args, processes=processes, settings=settings,
+                overrides=overrides, outputs=outputs, state=state,
+            )
+        )  # fmt: skip
+    else:
+        middlewares = recorder.middlewares() if recorder is not None else None
+        engine = Engine(
+            settings, overrides=overrides, outputs=outputs, store=effective.store or None, middlewares=middlewares
+        )
+        if recorder is not None:
+            recorder.attach(engine)
+        stats = asyncio.run(crawl_with_signals(engine, spider_cls, spider_args, quiet=args.quiet))
+    return _report(args, stats, spider_cls.name, effective, outputs, state, recorder)
+
+
+def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, Any]]:
+    """The environment's settings and the command line's overrides (checked: a bad ``-s`` is one line)."""
     settings = Settings.from_env()
     overrides: dict[str, Any] = pairs(args.set, "-s")
     if args.state is not None:
@@ -71,35 +110,24 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, option) is not None:
             overrides[option] = getattr(args, option)
     settings.replace(overrides)  # a bad -s fails here, before any import work
-    spider_cls = load_spider(args.spider)
-    level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
-    setup_logging(str(level), str(settings.replace(overrides).log_format))
-    effective = settings.replace(overrides)
-    outputs = args.output or ([effective.store] if effective.store else [])
-    state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
-    processes = processes_wanted(args.processes)
-    if processes > 1:
-        if args.redis:
-            raise ConfigError("--processes and --redis do not mix: --processes runs a Redis of its own")
-        stats = asyncio.run(
-            crawl_processes(
-                args.spider, spider_cls, pairs(args.arg, "-a"), processes=processes, settings=settings,
-                overrides={**overrides, "log_level": str(level).upper()}, outputs=outputs, state=state,
-            )
-        )  # fmt: skip
-    else:
-        engine = Engine(settings, overrides=overrides, outputs=outputs, store=effective.store or None)
-        stats = asyncio.run(crawl_with_signals(engine, spider_cls, pairs(args.arg, "-a"), quiet=args.quiet))
+    return settings, overrides
+
+
+def _report(
+    args: argparse.Namespace, stats: Stats, name: str, effective: Settings, outputs: list[str], state: str,
+    recorder: Recorder | None,
+) -> int:  # fmt: skip
     if stats.finish_reason == "already finished":
-        print(f"crawl {spider_cls.name!r} already finished (state in {state}): nothing to do")
+        print(f"crawl {name!r} already finished (state in {state}): nothing to do")
         return 0
+    if recorder is not None:
+        recorder.save(name, stats, args=pairs(args.arg, "-a"), spider_file=args.spider)
+        print(f"recorded in {recorder.folder}: eclaw replay {args.spider} --from {recorder.folder}")
     print(stats.summary())
     if state and stats.finish_reason != "finished" and not stats.finish_reason.startswith("closespider"):
         print(f"crawl paused: state saved in {state}; run the same command again to resume")
     if outputs:
-        written = [
-            str(resolve_path(o, spider_cls.name, effective.run_key)).replace("%(batch)05d", "*") for o in outputs
-        ]
+        written = [str(resolve_path(o, name, effective.run_key)).replace("%(batch)05d", "*") for o in outputs]
         print(f"items written to {', '.join(written)}")
     return exit_code(stats)
 

@@ -26,7 +26,7 @@ class _Export:
 
     def __init__(self, spider: Spider, settings: Settings, stats: Stats, dead_letter: Callable[..., None]) -> None:
         self.spider, self.settings, self.stats = spider, settings, stats
-        self.run_id, self.queued, self.in_flight, self.cookies = "export", 0, 0, None
+        self.run_id, self.queued, self.in_flight, self.cookies, self.snapshots = "export", 0, 0, None, None
         self._dead_letter = dead_letter
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 
 from eclaw.core.activity import Activity
 from eclaw.core.bus import EventBus
+from eclaw.core.expect import ItemExpectations
 from eclaw.core.parser import Parser
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.events import ItemParsed, RequestFailed, RequestGenerated, ResponseDownloaded, ResponseParsed
@@ -24,6 +25,7 @@ from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
 from eclaw.observe.logs import request_id
+from eclaw.observe.snapshots import Snapshots
 from eclaw.spider import Spider
 from eclaw.stats import Stats
 
@@ -47,6 +49,7 @@ class CallbackRunner:
         stop: Callable[[str], None],
         assign: Callable[[list[Request]], None],
         referer: bool = True,
+        snapshots: Snapshots | None = None,
     ) -> None:
         self._spider = spider
         self._parser = parser
@@ -57,6 +60,8 @@ class CallbackRunner:
         self._stop = stop
         self._assign = assign
         self._referer = referer  # the page a request comes from is its Referer (the downloader sends it)
+        self._snapshots = snapshots
+        self._expect = ItemExpectations(spider)
 
     async def downloaded(self, event: ResponseDownloaded) -> None:
         """The owner: run the callback; the request ends as ``ResponseParsed`` or ``RequestFailed``."""
@@ -74,17 +79,39 @@ class CallbackRunner:
             except Exception as exc:
                 await self._callback_failed(request, response, exc)
                 return
+        if not counts[0] and self._expect.wanted(request):  # asked only of pages without items
+            await self._no_items(request, response)
+            return
         parsed = ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1])
         await self._bus.publish(parsed)
 
     async def _callback_failed(self, request: Request, response: Response, exc: Exception) -> None:
-        if isinstance(exc, NotTextResponse | SitemapError):  # our own clear errors: one line, no traceback
-            logger.error("callback failed for %s: %s", response.url, exc)
-            reason = exc.reason if isinstance(exc, SitemapError) else f"callback error: {exc.reason}"
+        ours = isinstance(exc, NotTextResponse | SitemapError)  # our own clear errors: one line, no traceback
+        if isinstance(exc, SitemapError):
+            reason = exc.reason
         else:
-            logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
-            reason = f"callback error: {type(exc).__name__}"
+            reason = f"callback error: {exc.reason if isinstance(exc, NotTextResponse) else type(exc).__name__}"
+        saved = await self._snapshot(request, response, exc, reason)
+        if ours:
+            logger.error("callback failed for %s: %s%s", response.url, exc, saved)
+        else:
+            logger.error("callback failed for %s: %s: %s%s", response.url, type(exc).__name__, exc, saved, exc_info=exc)
         await self._bus.publish(RequestFailed(request=request, reason=reason, error=exc))
+
+    async def _no_items(self, request: Request, response: Response) -> None:
+        saved = await self._snapshot(request, response, None, "no items")
+        logger.error("no items from %s, where the spider expects some (expect_items)%s", response.url, saved)
+        await self._bus.publish(RequestFailed(request=request, reason="no items"))
+
+    async def _snapshot(self, request: Request, response: Response, exc: Exception | None, reason: str) -> str:
+        """Save an error snapshot; what the failure's log line says of it."""
+        if self._snapshots is None:
+            return ""
+        folder = await self._snapshots.save(request, response, exc, reason=reason)
+        if folder is None:
+            return f" (no snapshot: {self._snapshots.dir} holds snapshots_max / snapshots_max_bytes)"
+        self._stats.counters["snapshots saved"] += 1
+        return f"; snapshot {folder}"
 
     async def recover(self, event: RequestFailed) -> None:
         """A request with an errback failed for good: run it (its outputs are routed like a callback's)."""

@@ -49,6 +49,7 @@ from eclaw.events import (
 from eclaw.exceptions import EclawError
 from eclaw.http import Request
 from eclaw.observe.logs import crawl_logs
+from eclaw.observe.snapshots import Snapshots
 from eclaw.stats import Stats
 
 __all__ = ["Crawl"]
@@ -71,6 +72,7 @@ class Crawl:
         self.stats = Stats(spider=self.spider.name)
         self.run_id = uuid.uuid4().hex[:12]
         self.records = Records(self.settings, self.spider.name, self.run_id)
+        self.snapshots = Snapshots.from_settings(self.settings, self.spider.name)  # error snapshots, or None
         self.bus = EventBus(_with_watchers(subscribers, parts.watchers), self.stats, self)
         self._parts = parts
         plugins = [*parts.middlewares, *parts.pipelines, *parts.outputs.values()]
@@ -94,7 +96,7 @@ class Crawl:
         self.intake = Intake(self.scheduler, bus, stats, journal, activity, self._pump)
         callbacks = CallbackRunner(
             spider=self.spider, parser=parts.parser, bus=bus, items=self.items, stats=stats, activity=activity,
-            stop=self.stop, assign=self.intake.assign, referer=self.settings.referer,
+            stop=self.stop, assign=self.intake.assign, referer=self.settings.referer, snapshots=self.snapshots,
         )  # fmt: skip
         accounting = Accounting(
             stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,

@@ -1,0 +1,52 @@
+"""What ``eclaw fetch``, ``parse`` and ``shell`` share: the spider options, a checked URL, a session."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from eclaw.cli.common import pairs
+from eclaw.devloop.session import Session
+from eclaw.exceptions import ConfigError
+from eclaw.http import Request
+from eclaw.spider import check_start_url, load_spider
+
+__all__ = ["add_spider_options", "checked_url", "meta_option", "session_of"]
+
+
+def add_spider_options(parser: Any, *, required: bool = False) -> None:
+    parser.add_argument(
+        "--spider", required=required, metavar="FILE", help="PATH.py[:SpiderClass]: its settings and middlewares"
+    )
+    parser.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
+    parser.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
+
+
+def session_of(args: argparse.Namespace, *, check_status: bool = False) -> Session:
+    """The session of the command's ``--spider``, ``-a`` and ``-s`` (a bad one is a one-line error)."""
+    overrides = pairs(args.set, "-s")
+    spider = load_spider(args.spider) if args.spider else None
+    return Session.of(spider, pairs(args.arg, "-a"), overrides, check_status=check_status)
+
+
+def checked_url(url: str) -> str:
+    """``url`` as a request would fetch it; a URL without a scheme is a one-line error."""
+    if "://" not in url:
+        raise ConfigError(f"URL {url!r} has no scheme: did you mean https://{url.lstrip('/')}?")
+    checked = Request(url).url
+    check_start_url(checked)
+    return checked
+
+
+def meta_option(text: str | None) -> dict[str, Any]:
+    """``--meta JSON``: a JSON object, or a one-line error."""
+    if not text:
+        return {}
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--meta is not JSON: {exc.msg} (at character {exc.pos})") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"--meta must be a JSON object, got {type(meta).__name__}")
+    return meta

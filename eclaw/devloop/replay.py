@@ -1,0 +1,86 @@
+"""Replay: run a spider again on a recording, offline, and compare with what the recording saw.
+
+The spider runs with its own settings and middlewares, and an ``HttpCache(DIR,
+offline=True)`` innermost that answers every request from the recording (a request
+the recorded run did not make fails as ``cache miss``). Nothing is written (no store,
+no files of record); error snapshots are kept, as in any crawl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from eclaw.devloop.diff import Diff, compare
+from eclaw.devloop.record import Capture, RunRecord
+from eclaw.engine import Engine
+from eclaw.middlewares import HttpCache, defaults
+from eclaw.settings import Settings
+from eclaw.spider import Spider
+from eclaw.stats import Stats
+
+__all__ = ["REPLAY_SETTINGS", "Replayed", "replay"]
+
+logger = logging.getLogger(__name__)
+
+# Offline and quick: no politeness waits (nothing goes to the network), nothing written but snapshots.
+REPLAY_SETTINGS: dict[str, Any] = {
+    "store": "",
+    "failures": "",
+    "drops": "",
+    "dead_letter": "",
+    "http_cache": "",
+    "incremental": False,
+    "state_dir": "",
+    "scheduler_url": "",
+    "download_delay": 0.0,
+    "host_delay": "",
+    "autothrottle": False,
+    "retries": 0,
+}
+
+
+@dataclasses.dataclass
+class Replayed:
+    """A replay's outcome: the :class:`Diff`, both runs, and the replay's stats."""
+
+    diff: Diff
+    recorded: RunRecord
+    replayed: RunRecord
+    stats: Stats
+    about: dict[str, Any]
+
+
+async def replay(
+    spider: type[Spider],
+    folder: str | Path,
+    *,
+    args: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Replayed:
+    """Run ``spider`` on the recording in ``folder`` and compare.
+
+    Args:
+        spider: the spider class (its code as it is now).
+        folder: a recording (``eclaw crawl --record``, or :class:`~eclaw.devloop.record.Recorder`).
+        args: spider arguments; default: the recorded run's.
+        settings: base settings (default: defaults).
+        overrides: settings that win over the spider's (the replay's own come last).
+    """
+    folder = Path(folder)
+    recorded, about = RunRecord.load(folder)
+    capture = Capture()
+    engine = Engine(
+        settings,
+        overrides={**dict(overrides or {}), **REPLAY_SETTINGS},
+        middlewares=[*defaults(), HttpCache(folder, offline=True)],
+    )
+    capture.attach(engine)
+    async with engine:
+        stats = await engine.crawl(spider, **dict(about.get("args", {}) if args is None else args))
+    replayed = capture.finish()
+    return Replayed(compare(recorded, replayed), recorded, replayed, stats, about)
