@@ -67,9 +67,7 @@ def add_parsers(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     settings, overrides = _settings(args)
     spider_cls = load_spider(args.spider)
-    recorder = recorder_for(
-        args.record, spider_cls.name, settings.replace(spider_cls.custom_settings).replace(overrides)
-    )
+    recorder = recorder_for(args.record, spider_cls, settings, overrides)
     level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
     setup_logging(str(level), str(settings.replace(overrides).log_format))
     effective = settings.replace(overrides)

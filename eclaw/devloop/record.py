@@ -30,6 +30,7 @@ from eclaw.items import item_key, item_to_dict, item_type
 from eclaw.middlewares import HttpCache, defaults
 from eclaw.observe.quality import Profile
 from eclaw.settings import Settings
+from eclaw.spider import Spider
 from eclaw.stats import Stats
 from eclaw.storage.paths import resolve_path
 
@@ -166,12 +167,18 @@ class Recorder:
         self.capture.finish().save(self.folder, about)
 
 
-def recorder_for(folder: str | None, spider: str, settings: Settings) -> Recorder | None:
+def recorder_for(
+    folder: str | None, spider: type[Spider], base: Settings, overrides: Mapping[str, Any]
+) -> Recorder | None:
     """``--record DIR`` of a crawl (``{spider}`` and ``{run_key}`` filled in); it needs the whole crawl in one run."""
     if not folder:
         return None
+    try:
+        settings = base.replace(spider.custom_settings).replace(dict(overrides))
+    except ConfigError as exc:
+        raise ConfigError(f"spider {spider.name!r}: {exc}") from None
     if settings.state_dir or settings.scheduler_url:
         raise ConfigError("--record needs the whole crawl in one process: not with --state or --redis")
     if settings.http_cache or settings.incremental:  # pages it answers would never reach the recording
         raise ConfigError("--record keeps every response itself: not with http_cache or incremental")
-    return Recorder(resolve_path(folder, spider, settings.run_key))
+    return Recorder(resolve_path(folder, spider.name, settings.run_key))
