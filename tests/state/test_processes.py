@@ -32,6 +32,18 @@ async def crawl(base: str, tmp: Path, *extra: str) -> asyncio.subprocess.Process
     )  # fmt: skip
 
 
+async def finished(process: asyncio.subprocess.Process, what: str, seconds: float = 180) -> str:
+    """The crawl's stdout once it exits; on a timeout, what it said on stderr (and it is killed)."""
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), seconds)
+    except TimeoutError:
+        os.killpg(process.pid, signal.SIGKILL)
+        _, err = await process.communicate()
+        raise AssertionError(f"{what}: still running after {seconds} s; stderr: {err.decode()[-3000:]}") from None
+    assert process.returncode == 0, f"{what}: exit {process.returncode}: {err.decode()[-3000:]}"
+    return out.decode()
+
+
 def pages_in(tmp: Path) -> tuple[list[int], list[int]]:
     jsonl = [json.loads(line)["page"] for line in (tmp / "items.jsonl").read_text().splitlines()]
     with (tmp / "items.csv").open(newline="") as handle:
@@ -42,11 +54,9 @@ def pages_in(tmp: Path) -> tuple[list[int], list[int]]:
 async def test_two_processes_crawl_every_page_once_into_every_output(tmp_path: Path) -> None:
     parsed, _ = expected()
     async with serve(make_app(delay=0.0)) as base:
-        process = await crawl(base, tmp_path)
-        out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode()[-2000:]
+        out = await finished(await crawl(base, tmp_path), "the crawl")
     assert pages_in(tmp_path) == (sorted(parsed), sorted(parsed))
-    assert "written to" in out.decode() and re.search(r"finish reason\s+finished", out.decode())
+    assert "written to" in out and re.search(r"finish reason\s+finished", out)
 
 
 async def started(process: asyncio.subprocess.Process, state: Path) -> None:
@@ -66,15 +76,12 @@ async def test_a_pause_and_a_kill_of_the_whole_crawl_resume_with_each_item_once(
         paused = await crawl(base, tmp_path, "--state", str(state))
         await started(paused, state)
         os.killpg(paused.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole group
-        out, _ = await asyncio.wait_for(paused.communicate(), 120)
-        assert paused.returncode == 0 and "crawl paused" in out.decode()
+        assert "crawl paused" in await finished(paused, "the paused crawl")
         killed = await crawl(base, tmp_path, "--state", str(state))
         await started(killed, state)
         os.killpg(killed.pid, signal.SIGKILL)  # the parent, its workers and its redis-server, at once
         await killed.wait()
-        resumed = await crawl(base, tmp_path, "--state", str(state))
-        out, err = await asyncio.wait_for(resumed.communicate(), 180)
-    assert resumed.returncode == 0, err.decode()[-2000:]
+        await finished(await crawl(base, tmp_path, "--state", str(state)), "the resumed crawl")
     assert pages_in(tmp_path) == (sorted(parsed), sorted(parsed))
 
 
