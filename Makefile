@@ -59,17 +59,19 @@ test: test-servers lint docs suite
 suite: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Real servers the tests start themselves (a forward proxy, Redis, nginx for HTTP/2, a headless Chromium),
+# Real servers the tests start themselves (a forward proxy, SOCKS servers, Redis, nginx for HTTP/2, a headless Chromium),
 # from Debian's packages.
 test-servers:
 	@missing=""; \
 	command -v tinyproxy >/dev/null || test -x /usr/bin/tinyproxy || missing="$$missing tinyproxy"; \
 	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || missing="$$missing redis-server"; \
+	command -v microsocks >/dev/null || test -x /usr/bin/microsocks || missing="$$missing microsocks"; \
+	command -v danted >/dev/null || test -x /usr/sbin/danted || missing="$$missing dante-server"; \
 	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	command -v chromium >/dev/null || test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) || \
-	  (echo "the proxy, Redis, HTTP/2 and browser tests need:$$missing (apt-get install$$missing)" && false); \
+	  (echo "the proxy, SOCKS, Redis, HTTP/2 and browser tests need:$$missing (apt-get install$$missing)" && false); \
 	fi
 
 lint: $(STAMP)

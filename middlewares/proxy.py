@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from yarl import URL
 
 from eclaw.contracts import Fetch
+from eclaw.downloaders.socks import SOCKS_SCHEMES
 from eclaw.exceptions import ConfigError, ConnectError, DownloadTimeout, HttpError, ProxyError
 from eclaw.http import Request, Response
 from eclaw.http.urls import host_allowed, url_host
@@ -27,6 +28,7 @@ __all__ = ["Proxy", "ProxyState"]
 
 logger = logging.getLogger(__name__)
 
+PROXY_SCHEMES = frozenset({"http", "https", *SOCKS_SCHEMES})
 Strategy = Literal["round-robin", "random", "least-recently-failed"]
 
 
@@ -37,11 +39,14 @@ class ProxyState:
 
     def __init__(self, url: str, schemes: frozenset[str] = frozenset({"http", "https"})) -> None:
         if "://" not in url:
-            raise ConfigError(f"bad proxy {_redact(url)!r}: no scheme (use http://host:port)")
+            raise ConfigError(f"bad proxy {_redact(url)!r}: no scheme (use http://host:port or socks5://host:port)")
         parsed = URL(url.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.host:
+        if parsed.scheme not in PROXY_SCHEMES or not parsed.host:
             kind = f"{parsed.scheme} proxies are not supported" if parsed.scheme else "not a proxy URL"
-            raise ConfigError(f"bad proxy {_redact(url)!r}: {kind} (use http:// or https://host:port)")
+            supported = "http, https, socks4, socks5 or socks5h"
+            raise ConfigError(f"bad proxy {_redact(url)!r}: {kind} (use {supported})")
+        if parsed.scheme in SOCKS_SCHEMES and not f"{parsed.user or ''}{parsed.password or ''}".isascii():
+            raise ConfigError(f"bad proxy {_redact(url)!r}: SOCKS user names and passwords must be ASCII")
         self.url = str(parsed)
         self.name = f"{parsed.host}:{parsed.explicit_port or parsed.port}"  # never the credentials
         self.schemes = schemes

@@ -71,3 +71,64 @@ def self_signed(workdir: Path) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     return context
+
+
+MICROSOCKS = shutil.which("microsocks") or "/usr/bin/microsocks"
+DANTED = shutil.which("danted") or "/usr/sbin/danted"
+DANTE_CONF = """logoutput: {log}
+internal: 127.0.0.1 port = {port}
+external: 127.0.0.1
+socksmethod: none
+clientmethod: none
+user.privileged: root
+user.unprivileged: nobody
+client pass {{ from: 127.0.0.0/8 to: 0.0.0.0/0 }}
+socks pass {{ from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect }}
+"""
+
+
+async def _listening(port: int, what: str) -> None:
+    for _ in range(100):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
+    raise RuntimeError(f"{what} did not start on port {port}")
+
+
+def _start_socks(workdir: Path, kind: str, auth: tuple[str, str] | None) -> tuple[subprocess.Popen[bytes], int, Path]:
+    port = free_port()
+    log = workdir / f"{kind}-{port}.log"
+    if kind == "microsocks":
+        if not Path(MICROSOCKS).exists():
+            raise RuntimeError("microsocks is not installed (make test installs it: apt-get install microsocks)")
+        command = [MICROSOCKS, "-i", "127.0.0.1", "-p", str(port)]
+        if auth:
+            command += ["-u", auth[0], "-P", auth[1]]
+    else:
+        if not Path(DANTED).exists():
+            raise RuntimeError("dante is not installed (make test installs it: apt-get install dante-server)")
+        conf = workdir / f"danted-{port}.conf"
+        conf.write_text(DANTE_CONF.format(log=log, port=port))
+        command = [DANTED, "-f", str(conf), "-p", str(workdir / f"danted-{port}.pid"), "-N", "1"]
+    with log.open("a") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    return process, port, log
+
+
+@asynccontextmanager
+async def socks_server(
+    workdir: Path, *, kind: str = "microsocks", auth: tuple[str, str] | None = None
+) -> AsyncIterator[tuple[str, Path]]:
+    """A real SOCKS server: ``microsocks`` (SOCKS5, with a user and password if ``auth``) or
+    ``dante`` (SOCKS4 and SOCKS5, no auth); yields its address (host:port) and its log file."""
+    process, port, log = _start_socks(workdir, kind, auth)
+    try:
+        await _listening(port, kind)
+        yield f"127.0.0.1:{port}", log
+    finally:
+        process.terminate()
+        process.wait(5)

@@ -183,8 +183,8 @@ def test_proxy_sources_and_errors(tmp_path: Path) -> None:
     listing.write_text("# pool\nhttp://10.0.0.1:8080\n\nhttps://user:pw@10.0.0.2:8443\n")
     assert [p.name for p in Proxy.from_setting(f"@{listing}").proxies] == ["10.0.0.1:8080", "10.0.0.2:8443"]
     assert len(Proxy.from_setting("http://a.test:1, http://b.test:2").proxies) == 2
-    with pytest.raises(ConfigError, match="socks5 proxies are not supported") as error:
-        Proxy([f"socks5://u:{SECRET}@10.0.0.1:1080"])
+    with pytest.raises(ConfigError, match="socks6 proxies are not supported") as error:
+        Proxy([f"socks6://u:{SECRET}@10.0.0.1:1080"])
     assert SECRET not in str(error.value)
     with pytest.raises(ConfigError, match="cannot read proxy list"):
         Proxy(tmp_path / "missing.txt")

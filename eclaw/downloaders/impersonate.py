@@ -122,6 +122,7 @@ class ImpersonateDownloader:
         assert self._session is not None
         meta = request._meta  # not request.meta: that would give every request a dict
         proxy = meta.get("proxy") if meta else None
+        timeout = meta.get("download_timeout") if meta else None  # this request's own, in all
         try:
             answer = await self._session.request(
                 method,  # type: ignore[arg-type]  # any method eclaw was given
@@ -130,6 +131,7 @@ class ImpersonateDownloader:
                 data=body or None,
                 proxy=proxy or None,
                 quote=False,  # eclaw's URLs are escaped already
+                timeout=float(timeout) if timeout is not None else self._settings.timeout,
             )
         except self._errors as exc:
             raise _translated(exc, url, proxy, self._settings.max_response_size) from exc

@@ -23,6 +23,7 @@ from yarl import URL
 
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
 from eclaw.downloaders.refresh import refresh_target
+from eclaw.downloaders.socks import SOCKS_ERRORS, SocksPools, is_socks, proxy_name
 from eclaw.downloaders.tls import certificate_error, handshake_error
 from eclaw.exceptions import (
     BadRequest,
@@ -69,22 +70,22 @@ class HttpDownloader:
         self._handled = frozenset(spider.handle_httpstatus_list)
         jars = self._jars if self._jars is not None or not settings.cookies else CookieJars()
         self._hops = HopHeaders(jars, HostAuth(settings.http_auth, spider.http_auth), referer=settings.referer)
-        connector = aiohttp.TCPConnector(
-            limit=settings.concurrency,
-            limit_per_host=settings.concurrency_per_domain,
-            ttl_dns_cache=300,
-            ssl=settings.verify_tls,
-        )
         self._timeout = aiohttp.ClientTimeout(
             total=settings.timeout,
             sock_connect=settings.connect_timeout,
             sock_read=settings.read_timeout or None,  # each chunk restarts a timer: off unless asked for
         )
-        self._session = aiohttp.ClientSession(
+        limit, per_host, verify = settings.concurrency, settings.concurrency_per_domain, settings.verify_tls
+        direct = aiohttp.TCPConnector(limit=limit, limit_per_host=per_host, ttl_dns_cache=300, ssl=verify)
+        self._session = self._new_session(direct)
+        self._socks = SocksPools(self._new_session, limit=limit, limit_per_host=per_host, ssl=verify)
+
+    def _new_session(self, connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
             connector=connector,
             cookie_jar=aiohttp.DummyCookieJar(),  # cookies are eclaw's: a jar per request (HopHeaders)
             timeout=self._timeout,
-            headers={"User-Agent": settings.user_agent or FALLBACK_USER_AGENT},
+            headers={"User-Agent": self._settings.user_agent or FALLBACK_USER_AGENT},
             auto_decompress=True,
             raise_for_status=False,
             max_line_size=16384,
@@ -94,6 +95,7 @@ class HttpDownloader:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+            await self._socks.close()
             self._session = None
 
     async def fetch(self, request: Request) -> Response:
@@ -104,11 +106,16 @@ class HttpDownloader:
     async def _fetch_once(self, request: Request, url: str, method: str, body: bytes) -> Hop:
         assert self._session is not None
         proxy, proxy_headers = _proxy(request)
+        session = self._session
+        if proxy is not None and is_socks(proxy):  # a connection pool through that proxy
+            session, proxy, shown = self._socks.session(proxy), None, proxy
+        else:
+            shown = proxy
         headers = self._hops.headers(request, url)
         if proxy_headers and url.startswith("http:"):  # plain HTTP goes to the proxy as is: no CONNECT
             headers = {**headers, **proxy_headers}
         try:
-            async with self._session.request(
+            async with session.request(
                 method,
                 url,
                 headers=headers,
@@ -116,6 +123,7 @@ class HttpDownloader:
                 allow_redirects=False,
                 proxy=proxy,
                 proxy_headers=proxy_headers,
+                timeout=self._timeout_of(request),
             ) as resp:
                 self._hops.received(request, url, resp.headers)
                 location = resp.headers.get("Location")
@@ -125,6 +133,8 @@ class HttpDownloader:
                 return resp.status, resp.headers, data, self._refresh(request, url, resp, data)
         except DownloadError:
             raise
+        except SOCKS_ERRORS as exc:
+            raise ProxyError(f"proxy {proxy_name(shown)} failed for {url}: {_short(exc)}") from exc
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise DownloadTimeout(f"timeout fetching {url}") from exc
         except aiohttp.ServerDisconnectedError as exc:
@@ -132,7 +142,7 @@ class HttpDownloader:
         except aiohttp.ClientPayloadError as exc:
             raise TruncatedResponse(f"bad or truncated body from {url}: {_short(exc)}") from exc
         except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
-            raise ProxyError(f"proxy {_redacted(proxy)} failed for {url}: {_short(exc)}") from exc
+            raise ProxyError(f"proxy {proxy_name(shown)} failed for {url}: {_short(exc)}") from exc
         except aiohttp.ClientSSLError as exc:
             raise _tls_error(url, exc) from exc
         except aiohttp.ClientOSError as exc:
@@ -147,6 +157,19 @@ class HttpDownloader:
             raise DownloadError(f"download of {url} failed: {_short(exc)}") from exc
         except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
             raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
+
+    def _timeout_of(self, request: Request) -> aiohttp.ClientTimeout | None:
+        """``meta["download_timeout"]``: this request's seconds in all (else the session's timeouts)."""
+        meta = request._meta
+        seconds = meta.get("download_timeout") if meta else None
+        if seconds is None:
+            return None
+        timeout = self._timeout
+        return aiohttp.ClientTimeout(
+            total=float(seconds),
+            sock_connect=min(timeout.sock_connect or float(seconds), float(seconds)),
+            sock_read=timeout.sock_read,
+        )
 
     def _follows(self, request: Request, status: int) -> bool:
         """Whether to follow a redirect: not with ``dont_redirect``, nor for a status the request or spider handles."""
@@ -199,14 +222,10 @@ def _proxy(request: Request) -> tuple[str | None, dict[str, str] | None]:
     if not proxy:
         return None, None
     parsed = URL(proxy)
-    if parsed.user is None:
+    if parsed.user is None or is_socks(proxy):  # a SOCKS proxy's credentials go to its connector
         return proxy, None
     token = base64.b64encode(f"{parsed.user}:{parsed.password or ''}".encode()).decode("ascii")
     return str(parsed.with_user(None)), {"Proxy-Authorization": f"Basic {token}"}
-
-
-def _redacted(proxy: str | None) -> str:
-    return str(URL(proxy).with_user(None)) if proxy else "-"
 
 
 def _short(exc: BaseException) -> str:

@@ -183,7 +183,8 @@ class BrowserFetcher:
 
     async def _render(self, lease: Lease, request: Request, plan: Plan) -> Response:
         page = lease.page
-        timeout = plan.timeout or self._settings.browser_timeout
+        own = request._meta.get("download_timeout") if request._meta else None
+        timeout = plan.timeout or (float(own) if own is not None else self._settings.browser_timeout)
         page.set_default_timeout(timeout * 1000)
         network = Network(page, self._settings.browser_xhr_bytes)
         doing = "navigation"
