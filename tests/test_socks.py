@@ -158,14 +158,24 @@ class Timed(Radio):
             yield Request(f"{self.base}/day/{day}", meta=meta)
 
 
-@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "socks5"])
-async def test_a_per_request_timeout_fails_that_request_alone(tmp_path: Path, proxied: bool) -> None:
-    async with socks_server(tmp_path) as (address, _), serve(programme()) as base:
+class TimedImpersonating(Timed):
+    fetcher = "impersonate"
+
+
+@pytest.mark.parametrize(
+    ("spider", "proxied"), [(Timed, False), (Timed, True), (TimedImpersonating, True)], ids=["direct", "socks5", "curl"]
+)
+async def test_a_per_request_timeout_fails_that_request_alone(
+    tmp_path: Path, spider: type[Timed], proxied: bool
+) -> None:
+    async with socks_server(tmp_path) as (address, log), serve(programme()) as base:
         settings = Settings(retries=0, timeout=20, proxies=f"socks5://{address}" if proxied else "")
         started = asyncio.get_running_loop().time()
-        items, stats = await collect(Timed, engine=Engine(settings), base=base)
+        items, stats = await collect(spider, engine=Engine(settings), base=base)
+        carried = log.read_text()
         took = asyncio.get_running_loop().time() - started
     assert sorted(i["show"] for i in items) == everything()
     assert stats.failed_by_reason == {"timeout": 1}
     assert took < 10  # not the crawl's 20 s, nor the station's 30 s
+    assert ("connected to" in carried) is proxied
     assert_accounted(stats)
