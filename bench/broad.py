@@ -80,10 +80,20 @@ def crawler(contender: str, config: Config, seeds: Path, out: Path) -> list[str]
     return [sys.executable, "-m", "eclaw", "crawl", spider, "-a", f"seeds={seeds}", "-o", str(out), *sets, "-q"]
 
 
-def _stop(pid: int, deadline: float) -> tuple[str, os.struct_rusage | None, float]:
+def _peak_rss_mb(pid: int, known: float) -> float:
+    """The process's peak RSS so far (VmHWM: its own, unlike ``ru_maxrss``, which a child
+    inherits from the parent it was forked from)."""
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return max(known, int(line.split()[1]) / 1024)
+    return known
+
+
+def _stop(pid: int, deadline: float) -> tuple[str, os.struct_rusage | None, float, float]:
     """Wait for ``pid`` until ``deadline``, then SIGINT (graceful), again, then SIGKILL; returns
-    how it ended (with its exit code), its resource usage and the seconds the stop took."""
-    stopped_at = 0.0
+    how it ended (with its exit code), its resource usage, the seconds the stop took and its peak RSS."""
+    stopped_at, peak = 0.0, 0.0
     steps = ((None, 0.0), (signal.SIGINT, 15.0), (signal.SIGINT, 10.0), (signal.SIGKILL, 10.0))
     for signum, grace in steps:
         if signum is not None:
@@ -91,19 +101,20 @@ def _stop(pid: int, deadline: float) -> tuple[str, os.struct_rusage | None, floa
             stopped_at = stopped_at or time.monotonic()
             deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
+            peak = _peak_rss_mb(pid, peak)
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 how = "finished" if signum is None else signal.Signals(signum).name
                 code = os.waitstatus_to_exitcode(status)
-                return f"{how}, exit {code}", usage, time.monotonic() - stopped_at if stopped_at else 0.0
-            time.sleep(0.2)
-    return "lost", None, 0.0
+                return f"{how}, exit {code}", usage, time.monotonic() - stopped_at if stopped_at else 0.0, peak
+            time.sleep(0.1)
+    return "lost", None, 0.0, peak
 
 
 def run_one(contender: str, config: Config, profile: Path | None = None) -> dict[str, Any]:
     """One contender on one configuration: site up, crawl for the window, stop, read the log.
     With ``profile``, py-spy samples the crawler through the window into that file (raw format)."""
-    work = CACHE / f"{config.name}-{contender}"
+    work = CACHE / f"{config.name}-{contender}{'-profiled' if profile else ''}"
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     site = config.site(port)
@@ -121,7 +132,7 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
                 [*taskset(1), *crawler(contender, config, seeds, out)], stdout=subprocess.DEVNULL, stderr=err, cwd=work
             )
             spy = sample(process.pid, config.seconds, profile) if profile else None
-            how, usage, shutdown = _stop(process.pid, started + config.seconds + GRACE)
+            how, usage, shutdown, peak = _stop(process.pid, started + config.seconds + GRACE)
             if spy is not None:
                 spy.wait()
     finally:
@@ -130,7 +141,8 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
     records, lag = stats.read_log(log)
     if not records:
         raise SystemExit(f"{contender} on {config.name}: no request reached the site; see {errors}")
-    return _measure(contender, config, site, records, lag, out, usage, how, shutdown) | {
+    return _measure(contender, config, site, records, out, usage, how, shutdown) | {
+        "peak_rss_mb": round(peak, 1),
         "server_cpu_pct": round(100 * lag.get("cpu", 0.0) / max(lag.get("span", 0.0), 1e-9), 1),
         "server_lag_p99_ms": round(1000 * lag.get("lag_p99", 0.0), 1),
         "server_lag_max_ms": round(1000 * lag.get("lag_max", 0.0), 1),
@@ -154,7 +166,6 @@ def _measure(
     config: Config,
     site: Site,
     records: list[stats.Record],
-    lag: dict[str, float],
     out: Path,
     usage: os.struct_rusage | None,
     how: str,
@@ -177,7 +188,6 @@ def _measure(
         "pages_served": served,
         "cpu_s": round(cpu, 2),
         "cpu_ms_per_page": round(1000 * cpu / max(served, 1), 3),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1) if usage else float("nan"),
         "items": check_items(out, served),
     }
     if config.mode == "broad":

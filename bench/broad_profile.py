@@ -54,7 +54,7 @@ def summarize(raw: Path, top: int = 25) -> dict[str, Any]:
         total += n
         groups[classify(frames[-1])] += n
         own[_function(frames[-1])] += n
-        for name in {_function(f) for f in frames if "/eclaw/" in f or "middlewares/" in f}:
+        for name in {_function(f) for f in frames if "(eclaw/" in f or "/eclaw/" in f}:
             inclusive[name] += n
 
     def shares(counter: Counter[str], limit: int) -> dict[str, float]:

@@ -41,7 +41,7 @@ def settings(out: str, concurrency: int, per_domain: int, delay: float, retries:
         "CONCURRENT_REQUESTS": concurrency,
         "CONCURRENT_REQUESTS_PER_DOMAIN": per_domain,
         "DOWNLOAD_DELAY": delay,
-        "RANDOMIZE_DOWNLOAD_DELAY": False,
+        "DOWNLOAD_DELAY_JITTER": 0,
         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
         "REACTOR_THREADPOOL_MAXSIZE": 20,
         "LOG_LEVEL": "INFO",
