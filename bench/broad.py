@@ -276,7 +276,7 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", default="1000,10000", help="host counts of the broad configurations")
     parser.add_argument("--idle", default="1000,10000", help="host counts of the idle-host memory probe ('' = skip)")
@@ -295,6 +295,19 @@ def main() -> None:
     if args.quick:
         args.hosts, args.idle, args.seconds = "100,1000", "200,2000", 40.0
         args.single_pages, args.single_seconds = 10000, 20.0
+    try:
+        counts = _ints(args.hosts) + _ints(args.idle)
+    except ValueError:
+        parser.error(f"--hosts and --idle take host counts separated by commas, got {args.hosts!r}, {args.idle!r}")
+    if any(n < 1 for n in counts) or args.seconds <= 0 or args.delay < 0 or args.concurrency < 1:
+        parser.error("host counts, --seconds and --concurrency must be positive, --delay not negative")
+    if unknown := set(args.contenders.split(",")) - {"eclaw", "scrapy"}:
+        parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, scrapy")
+    return args
+
+
+def main() -> None:
+    args = _arguments()
     cfgs = configs(args)
     runs = []
     load_before = os.getloadavg()
@@ -311,8 +324,9 @@ def main() -> None:
         "runs": runs,
         "summary": summary(runs, cfgs),
     }
-    if args.profile:
-        biggest = max((c for c in cfgs if c.mode == "broad"), key=lambda c: c.hosts)
+    broad = [c for c in cfgs if c.mode == "broad"]
+    if args.profile and broad:
+        biggest = max(broad, key=lambda c: c.hosts)
         raw = CACHE / "profile.txt"
         print(f"{biggest.name}: eclaw under py-spy ...", flush=True)
         report["profile"] = {"run": run_one("eclaw", biggest, raw), **summarize(raw)}
