@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import signal
 import socket
 import subprocess
@@ -306,8 +307,18 @@ def _arguments() -> argparse.Namespace:
     return args
 
 
+def _raise_open_files() -> None:
+    """Each of 10,000 hosts holds a connection in the crawler and in the site: lift the soft limit
+    on open files to the hard one (the processes started here inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 65536 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 def main() -> None:
     args = _arguments()
+    _raise_open_files()
     cfgs = configs(args)
     runs = []
     load_before = os.getloadavg()
