@@ -10,7 +10,7 @@ VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version
 # $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
 python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test suite lint docs bench soak frontier cluster-bench bench-processes clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -94,6 +94,11 @@ bench: $(STAMP)
 	  echo "nginx could not be installed: the benchmark falls back to an aiohttp server"
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+## bench-broad: eclaw vs Scrapy on 1,000 and 10,000 polite hosts (download delay 2 s); BENCH_ARGS="--quick" for a short run
+bench-broad: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m bench.broad $(BENCH_ARGS)
 
 ## soak: 10 minutes against an endless local site full of faults, sampling RSS (not in CI)
 soak: $(STAMP)

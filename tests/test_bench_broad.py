@@ -1,0 +1,97 @@
+"""The broad-crawl benchmark measures what it says: the site answers as many hosts by local address,
+with the faults it promises, and the politeness bound and the waits of ready hosts come out right
+on hand-made logs."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from bench.broad_site import RETRY_AFTER, Host, Site, address, host_index, listen, make_hosts, title
+from bench.broad_stats import Record, ideal_pages, politeness, waits
+from bench.site import free_port
+
+
+def test_addresses_are_distinct_loopback_hosts() -> None:
+    seen = {address(i) for i in range(70_000)}
+    assert len(seen) == 70_000
+    assert all(host_index(address(i)) == i for i in (0, 249, 250, 62_499, 62_500, 69_999))
+    assert host_index("127.0.0.1") is None and host_index("10.1.1.1") is None
+
+
+def test_the_site_is_the_same_for_every_run() -> None:
+    assert make_hosts("broad", 500, 7) == make_hosts("broad", 500, 7)
+    hosts = make_hosts("broad", 2000, 1)
+    assert {h.fault for h in hosts} == {"", "429", "503", "reset"}
+    assert any(h.pages >= 1000 for h in hosts) and sum(h.pages <= 10 for h in hosts) > 800
+    assert all(0.02 <= h.latency <= 0.8 or h.latency == 3.0 for h in hosts)
+
+
+async def test_server_answers_each_host_by_its_address() -> None:
+    hosts = [Host(0, 30, 0.0), Host(1, 2, 0.05, "429"), Host(2, 1, 0.0, "503"), Host(3, 1, 0.0, "reset")]
+    site = Site("broad", hosts, free_port())
+    server, listener = await listen(site)
+    base = f"http://{address(0)}:{site.port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/p/1") as response:
+                body = await response.text()
+            assert response.status == 200 and f"<h1>{title(0, 1)}</h1>" in body
+            assert 'href="/p/21"' in body  # its first child: page 1 links to 21..29
+            other = f"http://{address(1)}:{site.port}/"
+            async with session.get(other) as first, session.get(other) as second:
+                assert (first.status, first.headers["Retry-After"]) == (429, str(RETRY_AFTER))
+                assert second.status == 200 and title(1, 0) in await second.text()
+            async with session.get(f"http://{address(2)}:{site.port}/") as failing:
+                assert failing.status == 503
+            with pytest.raises(aiohttp.ClientError):
+                async with session.get(f"http://{address(3)}:{site.port}/") as reset:
+                    await reset.read()
+            async with session.get(f"{base}/p/30") as missing:
+                assert missing.status == 404
+    finally:
+        listener.close()
+    answers = [(h, p, s) for _, _, h, p, s in server.log]
+    assert [a for a in answers if a[0] != 3] == [(0, 1, 200), (1, 0, 429), (1, 0, 200), (2, 0, 503), (0, 30, 404)]
+    assert {a for a in answers if a[0] == 3} == {(3, 0, 0)}  # reset (aiohttp tries a reset request twice)
+
+
+def test_bound_is_one_page_per_delay_or_latency_per_host() -> None:
+    hosts = [Host(0, 1000, 0.1), Host(1, 3, 0.1), Host(2, 1000, 3.0), Host(3, 1000, 0.1, "429"), Host(4, 9, 0, "503")]
+    # 10 s at 2 s: 5 pages; 3 pages then nothing; every 3 s: 4; two requests a page: 2; none.
+    assert ideal_pages(hosts, 2.0, 10.0) == 5 + 3 + 4 + 2
+    assert ideal_pages(hosts, 2.0, 10.0, loose=True) == 5 + 3 + 2 + 2  # every 2.1 s, 5 s: 5, 3, 2, 2
+
+
+def _site() -> Site:
+    return Site("single", [Host(0, 41, 0.1)], 80)  # page 0 links to 1..20, page 1 to 21..40
+
+
+def test_no_wait_when_a_ready_host_is_asked_at_once() -> None:
+    log = [Record(2.0 * k, 2.0 * k + 0.1, 0, k, 200) for k in range(5)]
+    result = waits(_site(), log, 2.0, 0.0, 9.9)
+    assert result["max_s"] == pytest.approx(0.0, abs=1e-9) and result["gaps"] == 5
+    assert politeness(log, _site().hosts, 2.0, 0.0, 9.9)["gaps_under_delay"] == 0
+
+
+def test_a_host_left_waiting_shows_its_wait() -> None:
+    # asked at 0, 2, then not before 9: ready at 4 (2 + delay), so 5 s of waiting; then starved to the end
+    log = [Record(0.0, 0.1, 0, 0, 200), Record(2.0, 2.1, 0, 1, 200), Record(9.0, 9.1, 0, 2, 200)]
+    result = waits(_site(), log, 2.0, 0.0, 20.0)
+    assert result["max_s"] == pytest.approx(9.0)  # from 11 (9 + delay) to the end at 20
+    assert (result["gaps"], result["over_1s"], result["median_s"]) == (4, 2, pytest.approx(2.5))
+
+
+def test_a_page_answered_429_is_ready_again_after_retry_after() -> None:
+    site = Site("single", [Host(0, 1, 0.1, "429")], 80)  # one page: nothing else to ask meanwhile
+    log = [Record(0.0, 0.1, 0, 0, 429), Record(0.1 + RETRY_AFTER + 0.5, 3.7, 0, 0, 200)]
+    assert waits(site, log, 2.0, 0.0, 10.0)["max_s"] == pytest.approx(0.5)
+
+
+def test_requests_closer_than_the_delay_are_counted() -> None:
+    hosts = [Host(0, 9, 0.1), Host(1, 1, 0.1, "reset")]
+    log = [Record(0.0, 0.1, 0, 0, 200), Record(1.5, 1.6, 0, 1, 200), Record(3.5, 3.6, 0, 2, 200)]
+    log += [Record(0.0, 0.1, 1, 0, 0), Record(0.1, 0.1, 1, 0, 0)]
+    log.sort(key=lambda r: r.arrived)
+    result = politeness(log, hosts, 2.0, 0.0, 10.0)
+    assert result == {"min_gap_s": pytest.approx(1.5), "gaps_under_delay": 1, "failing_hosts": 1}
