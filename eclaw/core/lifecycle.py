@@ -11,9 +11,10 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, I
 from typing import Any
 
 from eclaw.contracts import Closes, CrawlContext, Opens
-from eclaw.downloaders.base import Downloader, UsesCookies
+from eclaw.downloaders.base import Downloader, Paced, UsesCookies
 from eclaw.exceptions import ConfigError, EclawError
 from eclaw.frontier.base import Scheduler
+from eclaw.frontier.politeness import Pacing
 
 __all__ = ["Parts", "iterate", "uninterruptible"]
 
@@ -36,6 +37,8 @@ class Parts:
         self._closers.append((self.scheduler, self.scheduler.close))
         if crawl.cookies is not None and isinstance(self.downloader, UsesCookies):  # declared by the downloader
             self.downloader.use_cookies(crawl.cookies)
+        if isinstance(self.scheduler, Pacing) and isinstance(self.downloader, Paced):  # declared by both
+            self.downloader.pace(self.scheduler)
         await self.downloader.open(spider, settings)
         self._closers.append((self.downloader, self.downloader.close))
         for plugin in self.plugins:

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
+    from eclaw.frontier.politeness import Pacing
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["Downloader", "UsesCookies"]
+__all__ = ["Downloader", "Paced", "UsesCookies"]
 
 
 class Downloader(Protocol):
@@ -31,3 +32,12 @@ class UsesCookies(Protocol):
     jars (``crawl.cookies``, saved with ``--state``) before opening it."""
 
     def use_cookies(self, jars: CookieJars) -> None: ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """A downloader that tells the frontier when each request is sent (a host's delay counts from
+    then) and asks it whether a connection is worth keeping: the crawl hands it the frontier's
+    :class:`~eclaw.frontier.politeness.Pacing` before opening it."""
+
+    def pace(self, pacing: Pacing) -> None: ...

@@ -9,6 +9,11 @@ Each hop carries what :class:`~eclaw.sessions.hops.HopHeaders` adds (the cookies
 request's jar, the host's basic auth, the ``Referer``) and its ``Set-Cookie`` go to that
 jar. A ``<meta http-equiv="refresh">`` is a hop like a 3xx (:mod:`eclaw.downloaders.refresh`);
 ``meta["dont_redirect"]`` (or a 3xx status the request or spider handles) stops at the first.
+
+Politeness (:mod:`eclaw.downloaders.pacing`): the frontier hears when each request was sent, and a
+connection to a polite host is closed after its response unless the host's next request may come
+before keep-alive would expire. A request is sent once per attempt: aiohttp's own silent re-send
+of a request whose connection was reset is off, so retrying is the ``Retry`` middleware's alone.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 from yarl import URL
 
+from eclaw.downloaders.pacing import KEEPALIVE, close_after, paced_requests
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
 from eclaw.downloaders.refresh import refresh_target
 from eclaw.downloaders.socks import SOCKS_ERRORS, SocksPools, is_socks, proxy_name
@@ -42,6 +48,7 @@ from eclaw.sessions.hops import HopHeaders
 from eclaw.sessions.jars import CookieJars
 
 if TYPE_CHECKING:
+    from eclaw.frontier.politeness import Pacing
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
@@ -58,11 +65,16 @@ class HttpDownloader:
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
         self._jars: CookieJars | None = None
+        self._pacing: Pacing | None = None
         self.bytes_received = 0
 
     def use_cookies(self, jars: CookieJars) -> None:
         """Keep cookies in the crawl's jars (else, with ``cookies`` on, in jars of its own)."""
         self._jars = jars
+
+    def pace(self, pacing: Pacing) -> None:
+        """Tell ``pacing`` when each request is sent, and ask it which connections to keep."""
+        self._pacing = pacing
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._settings = settings
@@ -76,13 +88,17 @@ class HttpDownloader:
             sock_read=settings.read_timeout or None,  # each chunk restarts a timer: off unless asked for
         )
         limit, per_host, verify = settings.concurrency, settings.concurrency_per_domain, settings.verify_tls
-        direct = aiohttp.TCPConnector(limit=limit, limit_per_host=per_host, ttl_dns_cache=300, ssl=verify)
+        direct = aiohttp.TCPConnector(
+            limit=limit, limit_per_host=per_host, ttl_dns_cache=300, ssl=verify, keepalive_timeout=KEEPALIVE
+        )
         self._session = self._new_session(direct)
         self._socks = SocksPools(self._new_session, limit=limit, limit_per_host=per_host, ssl=verify)
 
     def _new_session(self, connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(
+        pacing = self._pacing
+        session = aiohttp.ClientSession(
             connector=connector,
+            request_class=aiohttp.ClientRequest if pacing is None else paced_requests(pacing.sent),
             cookie_jar=aiohttp.DummyCookieJar(),  # cookies are eclaw's: a jar per request (HopHeaders)
             timeout=self._timeout,
             headers={"User-Agent": self._settings.user_agent or FALLBACK_USER_AGENT},
@@ -91,6 +107,10 @@ class HttpDownloader:
             max_line_size=16384,
             max_field_size=16384,
         )
+        # aiohttp sends a request again, at once, when its connection was closed or reset; with no
+        # public switch (aio-libs/aiohttp#10790), this is how aiohttp's own test client turns it off.
+        session._retry_connection = False
+        return session
 
     async def close(self) -> None:
         if self._session is not None:
@@ -125,6 +145,8 @@ class HttpDownloader:
                 proxy_headers=proxy_headers,
                 timeout=self._timeout_of(request),
             ) as resp:
+                if self._pacing is not None and not self._pacing.keep_alive(url, KEEPALIVE):
+                    close_after(resp)
                 self._hops.received(request, url, resp.headers)
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location and self._follows(request, resp.status):
@@ -158,13 +180,13 @@ class HttpDownloader:
         except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
             raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
 
-    def _timeout_of(self, request: Request) -> aiohttp.ClientTimeout | None:
+    def _timeout_of(self, request: Request) -> aiohttp.ClientTimeout:
         """``meta["download_timeout"]``: this request's seconds in all (else the session's timeouts)."""
         meta = request._meta
         seconds = meta.get("download_timeout") if meta else None
-        if seconds is None:
-            return None
         timeout = self._timeout
+        if seconds is None:
+            return timeout  # never None: aiohttp reads None as "no timeout at all"
         return aiohttp.ClientTimeout(
             total=float(seconds),
             sock_connect=min(timeout.sock_connect or float(seconds), float(seconds)),

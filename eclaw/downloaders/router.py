@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from eclaw.downloaders.base import Downloader, UsesCookies
+from eclaw.downloaders.base import Downloader, Paced, UsesCookies
 from eclaw.downloaders.browser import BrowserFetcher
 from eclaw.downloaders.impersonate import ImpersonateDownloader
 from eclaw.downloaders.plain import HttpDownloader
@@ -22,6 +22,7 @@ from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
+    from eclaw.frontier.politeness import Pacing
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
@@ -45,10 +46,15 @@ class Fetchers:
         self._default = "plain"
         self._hosts: dict[str, str] = {}  # host -> fetcher, for requests that name none
         self._jars: CookieJars | None = None
+        self._pacing: Pacing | None = None
 
     def use_cookies(self, jars: CookieJars) -> None:
         """The crawl's cookie jars, for each fetcher that keeps cookies itself."""
         self._jars = jars
+
+    def pace(self, pacing: Pacing) -> None:
+        """The frontier's pacing, for each fetcher that reports when it sends."""
+        self._pacing = pacing
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._spider, self._settings = spider, settings
@@ -113,6 +119,8 @@ class Fetchers:
     async def _start(self, name: str, fetcher: Downloader) -> Downloader:
         if self._jars is not None and isinstance(fetcher, UsesCookies):  # declared by the fetcher
             fetcher.use_cookies(self._jars)
+        if self._pacing is not None and isinstance(fetcher, Paced):
+            fetcher.pace(self._pacing)
         await fetcher.open(self._spider, self._settings)
         self._open[name] = fetcher
         return fetcher

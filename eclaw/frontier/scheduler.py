@@ -1,4 +1,4 @@
-"""The frontier: filters, dedupe, priority order and per-domain politeness."""
+"""The frontier: filters, dedupe, priority order and per-host politeness, memory-bounded."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from eclaw.frontier.base import DupeFilter, check_request, fingerprint, host_overrides
 from eclaw.frontier.dupefilter import BloomDupeFilter, RecentSet, SetDupeFilter
-from eclaw.frontier.spill import SpillQueue
+from eclaw.frontier.politeness import NO_KEY, HostSlot
+from eclaw.frontier.spill import Row, SpillQueue
 from eclaw.http import Request
 from eclaw.http.urls import url_host
 
@@ -22,45 +23,36 @@ if TYPE_CHECKING:
 __all__ = ["DefaultScheduler"]
 
 _URL_REASONS = frozenset({"offsite", "unsupported scheme"})  # depend on the URL (fragment aside) alone
-
-
-class _Slot:
-    """Per-host politeness: in-flight count, next allowed start, own queue."""
-
-    __slots__ = ("active", "heap", "host", "not_before", "queued", "timer")
-
-    def __init__(self, host: str) -> None:
-        self.host = host
-        self.active = 0
-        self.not_before = 0.0
-        self.heap: list[tuple[int, int, Request]] = []
-        self.queued = False  # present in the scheduler's ready heap
-        self.timer: asyncio.TimerHandle | None = None
+_REFILL_MAX = 512  # requests of one host read back from disk at once, at most
 
 
 class DefaultScheduler:
-    """In-memory priority frontier.
+    """In-memory priority frontier, spilling to disk past its window.
 
-    Order: higher ``priority`` first, then first-in first-out (breadth-first).
+    Order: higher ``priority`` first, then first-in first-out (breadth-first),
+    among the hosts that may start a download now.
     Filters, in order: scheme (http/https only), URL length, offsite
     (``allowed_domains``), depth (``max_depth``), duplicates (fingerprint in
     the dupefilter). ``dont_filter`` skips offsite and duplicate checks.
     Memory: past ``frontier_memory`` pending requests, ordinary ones wait in a
-    SQLite file (spilled in order, read back in batches), so RAM stays flat
-    however large the frontier grows.
+    SQLite file, read back host by host when that host's turn comes, so RAM stays
+    flat however large the frontier grows, and where a request waits never
+    changes when it is handed out: each host's slot knows the place of its first
+    request on disk, and competes with it like any other.
     Politeness: at most ``concurrency`` downloads in all, at most
     ``concurrency_per_domain`` per host, and ``download_delay`` seconds (or
-    the host's own delay, see ``set_delay``) between two starts on one host.
+    the host's own delay, see ``set_delay``) between two requests to one host,
+    counted from when the first was sent (:class:`~eclaw.frontier.politeness.Pacing`).
     """
 
     def __init__(self, dupefilter: DupeFilter | None = None) -> None:
         self._dupefilter = dupefilter
         self._recent = RecentSet()
         self._limits: dict[str, int] = {}  # per-host concurrency over concurrency_per_domain
-        self._leased: dict[int, _Slot] = {}  # id of each request handed out -> its host's slot
+        self._leased: dict[int, HostSlot] = {}  # id of each request handed out -> its host's slot
         self._refused: dict[str, str] = {}  # recent URLs refused for a reason of the URL alone
-        self._slots: dict[str, _Slot] = {}
-        self._ready: list[tuple[int, int, _Slot]] = []  # slots that may start a download
+        self._slots: dict[str, HostSlot] = {}  # hosts with requests queued, in flight or a timer running
+        self._ready: list[tuple[int, int, HostSlot]] = []  # slots that may start a download, by their head
         self._seq = itertools.count()
         self._pending = 0  # in memory and on disk
         self._in_memory = 0
@@ -69,7 +61,8 @@ class DefaultScheduler:
         self._delay = 0.0  # for hosts without their own (download_delay, or the throttle's start delay)
         self._delays: dict[str, float] = {}  # per-host delays set by throttle / robots Crawl-delay
         self._floors: dict[str, float] = {}
-        self._cooling: dict[str, float] = {}  # idle hosts whose delay has not elapsed yet
+        self._cooling: dict[str, float] = {}  # forgotten hosts whose delay has not elapsed yet
+        self._cooling_limit = 1024
 
     shared = False  # one crawl's own frontier
 
@@ -91,6 +84,7 @@ class DefaultScheduler:
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
         self._settings = settings
         self._window = settings.frontier_memory
+        self._per_host = settings.concurrency_per_domain
         self._spill = SpillQueue(spider)
         self._delay = settings.download_delay
         self._wake = wake
@@ -108,7 +102,7 @@ class DefaultScheduler:
     async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
         recent, refused = self._recent, self._refused
         reasons: list[str | None] = []
-        spill: list[Request] = []
+        spill: list[Row] = []
         for request in requests:
             # Most links on a site are repeats: a GET of a URL (fragment aside) seen
             # recently is a duplicate, known without canonicalising or hashing it;
@@ -135,52 +129,50 @@ class DefaultScheduler:
                         refused.clear()
                     refused[key] = reason
             if reason is None:
-                if self._spilling(request):
-                    spill.append(request)
-                else:
-                    self._push(request)
+                self._place(request, spill)
             reasons.append(reason)
         if spill:
-            self._pending += len(spill)
-            for request in self._spill.put(spill):  # those that cannot be stored stay in memory
-                self._pending -= 1
-                self._push(request)
+            self._spill_rows(spill)
         return reasons
 
-    def _spilling(self, request: Request) -> bool:
-        """Past the in-memory window (or once requests wait on disk, to keep their order), ordinary
-        requests go to disk; a request with a raised priority always stays in memory."""
-        return (
-            bool(self._window) and request.priority <= 0 and (len(self._spill) > 0 or self._in_memory >= self._window)
-        )
-
-    def _refill(self, host: str | None = None, limit: int = 0) -> None:
-        for request in self._spill.take(limit or max(1, self._window // 2), host):
-            self._pending -= 1
-            self._push(request)
-
-    def _refill_idle_hosts(self) -> None:
-        """Nothing in memory can start (its hosts wait out a delay or are at their limit) while
-        other hosts' requests wait on disk: bring some of those back, whatever the window."""
-        limit = self._settings.concurrency_per_domain * 4
-        for host in itertools.islice(list(self._spill.hosts), 256):
-            slot = self._slots.get(host)
-            if slot is None or (not slot.heap and slot.timer is None):
-                self._refill(host, limit)
-                if self._ready:
-                    return
-
-    def _push(self, request: Request) -> None:
+    def _place(self, request: Request, spill: list[Row]) -> None:
+        """Queue ``request`` on its host: in memory, or (an ordinary request past the window, or behind
+        others of its host on disk) for the disk."""
         host = url_host(request.url)
         slot = self._slots.get(host)
         if slot is None:
-            slot = self._slots[host] = _Slot(host)
-            if self._cooling:
-                slot.not_before = self._cooling.pop(host, 0.0)
-        heapq.heappush(slot.heap, (-request.priority, next(self._seq), request))
+            slot = self._slots[host] = HostSlot(host, self._cooling.pop(host, 0.0) if self._cooling else 0.0)
+        seq = next(self._seq)
         self._pending += 1
+        if self._window and request.priority <= 0 and (slot.disk or self._in_memory >= self._window):
+            spill.append((seq, host, request))
+            return
+        heapq.heappush(slot.heap, (-request.priority, seq, request))
         self._in_memory += 1
         self._offer(slot)
+
+    def _spill_rows(self, rows: list[Row]) -> None:
+        kept = {seq for seq, _, _ in self._spill.put(rows)}  # those that cannot be stored stay in memory
+        slots = self._slots
+        for seq, host, request in rows:
+            slot = slots[host]
+            if seq in kept:
+                heapq.heappush(slot.heap, (-request.priority, seq, request))
+                self._in_memory += 1
+            else:
+                slot.spilled((-request.priority, seq))
+            self._offer(slot)
+
+    def _unspill(self, slot: HostSlot) -> None:
+        """Bring back the first of ``slot``'s requests on disk: its share of the window (at least one)."""
+        share = max(self._limits.get(slot.host, self._per_host), self._window // len(self._slots))
+        count = max(1, min(share, self._window - self._in_memory, _REFILL_MAX))
+        taken, following = self._spill.take(slot.host, count)
+        for seq, request in taken:
+            heapq.heappush(slot.heap, (-request.priority, seq, request))
+        self._in_memory += len(taken)
+        slot.disk = slot.disk - len(taken) if following is not None else 0
+        slot.disk_key = following or NO_KEY
 
     async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
         dupefilter = self.dupefilter
@@ -192,37 +184,43 @@ class DefaultScheduler:
             return reason
         return None if self.dupefilter.add(fingerprint(request)) else "duplicate"
 
-    def _offer(self, slot: _Slot) -> None:
-        """Put ``slot`` in the ready heap if it can start a download now."""
-        if slot.queued or not slot.heap or slot.timer is not None:
+    def _offer(self, slot: HostSlot) -> None:
+        """Put ``slot`` in the ready heap if it can start a download now (else time it)."""
+        if slot.queued or slot.timer is not None or not (slot.heap or slot.disk):
             return
-        if slot.active >= self._limits.get(slot.host, self._settings.concurrency_per_domain):
+        if slot.active >= self._limits.get(slot.host, self._per_host):
             return
-        loop = asyncio.get_running_loop()
-        wait = slot.not_before - loop.time()
-        if wait > 0:
-            slot.timer = loop.call_later(wait, self._delay_elapsed, slot)
-            return
-        prio, seq, _ = slot.heap[0]
+        if slot.not_before:
+            loop = asyncio.get_running_loop()
+            wait = slot.not_before - loop.time()
+            if wait > 0:
+                slot.timer = loop.call_later(wait, self._delay_elapsed, slot)
+                return
+        prio, seq = slot.head()
         heapq.heappush(self._ready, (prio, seq, slot))
         slot.queued = True
 
-    def _delay_elapsed(self, slot: _Slot) -> None:
+    def _delay_elapsed(self, slot: HostSlot) -> None:
         slot.timer = None
         self._offer(slot)
         self._wake()
 
     async def next_request(self) -> Request | None:
-        if len(self._spill) and self._in_memory < self._window // 2:
-            self._refill()
         if self._active >= self._settings.concurrency:
             return None
-        if not self._ready and len(self._spill):
-            self._refill_idle_hosts()
-        if not self._ready:
-            return None
-        _, _, slot = heapq.heappop(self._ready)
-        slot.queued = False
+        ready = self._ready
+        while ready:
+            _, _, slot = heapq.heappop(ready)
+            slot.queued = False
+            if slot.not_before and slot.not_before > asyncio.get_running_loop().time():
+                self._offer(slot)  # a request sent since it was offered moved its next start
+                continue
+            if slot.next_on_disk():
+                self._unspill(slot)
+            return self._hand_out(slot)
+        return None
+
+    def _hand_out(self, slot: HostSlot) -> Request:
         _, _, request = heapq.heappop(slot.heap)
         self._pending -= 1
         self._in_memory -= 1
@@ -230,10 +228,34 @@ class DefaultScheduler:
         slot.active += 1
         self._leased[id(request)] = slot  # release() finds it without parsing the URL again
         delay = self._delays.get(slot.host, self._delay) if self._delays else self._delay
-        if delay:
+        if delay:  # until it is sent (see sent()), count from now
             slot.not_before = asyncio.get_running_loop().time() + delay
         self._offer(slot)
         return request
+
+    def sent(self, host: str) -> None:
+        """A request to ``host`` left for the wire: its delay counts from now (:class:`Pacing`)."""
+        if not self._delay and not self._delays:
+            return
+        slot = self._slots.get(host)
+        if slot is None:  # a redirect to a host with nothing queued: nothing to pace
+            return
+        delay = self._delays.get(host, self._delay) if self._delays else self._delay
+        if delay:
+            slot.not_before = max(slot.not_before, asyncio.get_running_loop().time() + delay)
+
+    def keep_alive(self, url: str, seconds: float) -> bool:
+        """Whether a connection to ``url``'s host may be used again within ``seconds`` (:class:`Pacing`)."""
+        if not self._delay and not self._delays:
+            return True
+        host = url_host(url)
+        delay = self._delays.get(host, self._delay) if self._delays else self._delay
+        if not delay:
+            return True
+        slot = self._slots.get(host)
+        if slot is None or not slot.waiting:
+            return False
+        return max(slot.not_before - asyncio.get_running_loop().time(), delay) <= seconds
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         if host is None:
@@ -245,17 +267,21 @@ class DefaultScheduler:
 
     async def release(self, request: Request) -> None:
         slot = self._leased.pop(id(request), None) or self._slots[url_host(request.url)]
-        host = slot.host
         slot.active -= 1
         self._active -= 1
         self._offer(slot)
-        if not slot.active and not slot.heap and slot.timer is None:
-            del self._slots[host]  # keep memory proportional to live hosts
-            now = asyncio.get_running_loop().time()
-            if slot.not_before > now:  # ... but remember a delay still running
-                if len(self._cooling) > 10_000:
-                    self._cooling = {h: t for h, t in self._cooling.items() if t > now}
-                self._cooling[host] = slot.not_before
+        if slot.idle():
+            self._forget(slot)
+
+    def _forget(self, slot: HostSlot) -> None:
+        """Drop an idle host's slot (memory follows the live hosts), remembering a delay still running."""
+        del self._slots[slot.host]
+        now = asyncio.get_running_loop().time() if slot.not_before else 0.0
+        if slot.not_before > now:
+            if len(self._cooling) >= self._cooling_limit:  # drop the elapsed ones, at amortised cost
+                self._cooling = {h: t for h, t in self._cooling.items() if t > now}
+                self._cooling_limit = max(1024, 2 * len(self._cooling))
+            self._cooling[slot.host] = slot.not_before
 
     def pending(self) -> int:
         return self._pending

@@ -1,18 +1,16 @@
-"""The part of the frontier that does not fit in memory: requests waiting in a SQLite file."""
+"""The part of the frontier that does not fit in memory: requests waiting in a SQLite file, by host."""
 
 from __future__ import annotations
 
 import shutil
 import sqlite3
 import tempfile
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eclaw.exceptions import NotSerialisable
 from eclaw.frontier.serial import dumps, loads
-from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
     from eclaw.http import Request
@@ -20,14 +18,17 @@ if TYPE_CHECKING:
 
 __all__ = ["SpillQueue"]
 
+Row = tuple[int, str, "Request"]  # (sequence number, host, request)
+
 
 class SpillQueue:
-    """A first-in first-out queue of requests on disk (higher priority first), by host too.
+    """Requests on disk, taken back host by host: higher priority first, then by sequence number.
 
-    The file lives in a private temporary directory, removed on ``close``;
-    nothing is synced to disk (it is a memory overflow, not a record).
-    Requests that cannot be written as JSON stay with the caller. Rows are written
-    ``BATCH`` at a time (and before any read), not one transaction per page of links.
+    The caller numbers the requests (their place in the whole frontier's first-in first-out
+    order) and keeps, per host, how many wait here and which comes first; the file only needs an
+    index by host. It lives in a private temporary directory, removed on ``close``; nothing is
+    synced to disk (it is a memory overflow, not a record). Requests that cannot be written as JSON
+    stay with the caller. Rows are written ``BATCH`` at a time (and before any read).
     """
 
     BATCH = 512
@@ -37,9 +38,9 @@ class SpillQueue:
         self._dir: Path | None = None
         self._db: sqlite3.Connection | None = None
         self._count = 0  # rows in the file, and ...
-        self._rows: list[tuple[str, int, str]] = []  # ... rows not written yet: one transaction per batch
+        self._rows: list[tuple[int, str, int, str]] = []  # ... rows not written yet: one transaction per batch
         self.spilled = 0  # requests ever written
-        self.hosts: Counter[str] = Counter()  # requests waiting on disk, per host
+        self.taken = 0  # reads (one per host refilled)
 
     def __len__(self) -> int:
         return self._count + len(self._rows)
@@ -51,62 +52,58 @@ class SpillQueue:
             db.execute("PRAGMA journal_mode=OFF")
             db.execute("PRAGMA synchronous=OFF")
             db.execute(
-                "CREATE TABLE queue (id INTEGER PRIMARY KEY, host TEXT NOT NULL, priority INTEGER NOT NULL,"
+                "CREATE TABLE queue (seq INTEGER PRIMARY KEY, host TEXT NOT NULL, priority INTEGER NOT NULL,"
                 " record TEXT NOT NULL)"
             )
-            db.execute("CREATE INDEX queue_order ON queue (priority DESC, id)")
-            db.execute("CREATE INDEX queue_by_host ON queue (host, priority DESC, id)")
+            db.execute("CREATE INDEX queue_by_host ON queue (host, priority DESC, seq)")
         except BaseException:  # a full disk: the caller gets the error, not an open file ``close`` cannot see
             db.close()
             raise
         return db
 
-    def put(self, requests: Sequence[Request]) -> list[Request]:
-        """Queue ``requests`` for the file; returns those that cannot be stored (they stay in memory)."""
-        rows, kept = self._rows, []
-        for request in requests:
+    def put(self, rows: Sequence[Row]) -> list[Row]:
+        """Queue ``rows`` for the file; returns those that cannot be stored (they stay in memory)."""
+        pending, kept = self._rows, []
+        for row in rows:
+            seq, host, request = row
             try:
-                host = url_host(request.url)
-                rows.append((host, request.priority, dumps(request, self._spider)))
+                pending.append((seq, host, request.priority, dumps(request, self._spider)))
             except NotSerialisable:
-                kept.append(request)
-                continue
-            self.hosts[host] += 1
-            self.spilled += 1
-        if len(rows) >= self.BATCH:
+                kept.append(row)
+        self.spilled += len(rows) - len(kept)
+        if len(pending) >= self.BATCH:
             self._write()
         return kept
 
     def _write(self) -> None:
         db = self._db = self._db or self._open()
         db.execute("BEGIN")
-        db.executemany("INSERT INTO queue (host, priority, record) VALUES (?, ?, ?)", self._rows)
+        db.executemany("INSERT INTO queue (seq, host, priority, record) VALUES (?, ?, ?, ?)", self._rows)
         db.execute("COMMIT")
         self._count += len(self._rows)
         self._rows = []
 
-    def take(self, limit: int, host: str | None = None) -> list[Request]:
-        """Remove and return up to ``limit`` requests in order (only ``host``'s, if given)."""
+    def take(self, host: str, limit: int) -> tuple[list[tuple[int, Request]], tuple[int, int] | None]:
+        """Remove and return up to ``limit`` of ``host``'s requests in order, with their sequence numbers,
+        and the order key ``(-priority, seq)`` of the first one left (``None``: none left)."""
         if self._rows:
             self._write()
-        if not self._count or self._db is None:
-            return []
+        if self._db is None:
+            return [], None
         db = self._db
-        if host is None:
-            query, args = "SELECT id, host, record FROM queue ORDER BY priority DESC, id LIMIT ?", (limit,)
-        else:
-            query = "SELECT id, host, record FROM queue WHERE host = ? ORDER BY priority DESC, id LIMIT ?"
-            args = (host, limit)  # type: ignore[assignment]
-        rows = db.execute(query, args).fetchall()
-        db.execute("BEGIN")
-        db.executemany("DELETE FROM queue WHERE id = ?", [(row[0],) for row in rows])
-        db.execute("COMMIT")
+        query = "SELECT seq, priority, record FROM queue WHERE host = ? ORDER BY priority DESC, seq LIMIT ?"
+        rows = db.execute(query, (host, limit + 1)).fetchall()
+        following = (-rows[limit][1], rows[limit][0]) if len(rows) > limit else None
+        rows = rows[:limit]
+        if len(rows) == 1:
+            db.execute("DELETE FROM queue WHERE seq = ?", (rows[0][0],))
+        elif rows:
+            db.execute("BEGIN")
+            db.executemany("DELETE FROM queue WHERE seq = ?", [(row[0],) for row in rows])
+            db.execute("COMMIT")
         self._count -= len(rows)
-        for _, row_host, _ in rows:
-            self.hosts[row_host] -= 1
-            if not self.hosts[row_host]:
-                del self.hosts[row_host]
-        return [loads(record, self._spider) for _, _, record in rows]
+        self.taken += 1
+        return [(seq, loads(record, self._spider)) for seq, _, record in rows], following
 
     def close(self) -> None:
         if self._db is not None:
@@ -117,4 +114,3 @@ class SpillQueue:
             self._dir = None
         self._count = 0
         self._rows = []
-        self.hosts.clear()

@@ -1,0 +1,86 @@
+"""Per-host politeness: each host's slot (its queue, its downloads in flight, when it may start the
+next), and what a downloader tells the frontier about its hosts (:class:`Pacing`).
+
+A host's delay counts from the moment its previous request left for the wire, not from when the
+frontier handed it out: between the two come the middlewares, a robots.txt fetch, a connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from eclaw.http import Request
+
+__all__ = ["NO_KEY", "HostSlot", "Pacing"]
+
+logger = logging.getLogger(__name__)
+
+NO_KEY = (1 << 62, 0)  # sorts after every real (-priority, seq) key
+
+
+@runtime_checkable
+class Pacing(Protocol):
+    """A frontier that paces hosts by what reaches the wire (the default one does).
+
+    The crawl hands it to a downloader that declares :class:`~eclaw.downloaders.base.Paced`.
+    """
+
+    def sent(self, host: str) -> None:
+        """A request to ``host`` has just been sent: its delay counts from now."""
+
+    def keep_alive(self, url: str, seconds: float) -> bool:
+        """Whether a connection to ``url``'s host is worth keeping idle for ``seconds``.
+
+        Always, for a host without a politeness delay (its next request may come at any moment, from the
+        page being fetched); with a delay, only while a request to it is queued and may start by then.
+        """
+
+
+class HostSlot:
+    """One host: its queued requests (in memory, and how many on disk), downloads in flight, next start."""
+
+    __slots__ = ("active", "disk", "disk_key", "heap", "host", "not_before", "queued", "timer")
+
+    def __init__(self, host: str, not_before: float = 0.0) -> None:
+        self.host = host
+        self.active = 0
+        self.not_before = not_before  # loop time before which no download may start
+        self.heap: list[tuple[int, int, Request]] = []  # (-priority, seq, request)
+        self.disk = 0  # requests of the host waiting on disk ...
+        self.disk_key = NO_KEY  # ... and the (-priority, seq) of the first of them
+        self.queued = False  # present in the frontier's ready heap
+        self.timer: asyncio.TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        return f"HostSlot({self.host!r}, memory={len(self.heap)}, disk={self.disk}, active={self.active})"
+
+    @property
+    def waiting(self) -> bool:
+        """It has requests queued, in memory or on disk."""
+        return bool(self.heap) or self.disk > 0
+
+    def head(self) -> tuple[int, int]:
+        """The order key of its next request, wherever it waits."""
+        if not self.heap:
+            return self.disk_key
+        prio, seq, _ = self.heap[0]
+        if self.disk and self.disk_key < (prio, seq):
+            return self.disk_key
+        return prio, seq
+
+    def next_on_disk(self) -> bool:
+        """Its next request waits on disk: bring some back before handing it out."""
+        return self.disk > 0 and (not self.heap or self.disk_key < self.heap[0][:2])
+
+    def spilled(self, key: tuple[int, int]) -> None:
+        """One more of its requests went to disk, with order key ``key``."""
+        self.disk += 1
+        if key < self.disk_key:
+            self.disk_key = key
+
+    def idle(self) -> bool:
+        """Nothing queued, in flight or timed: the frontier may forget it."""
+        return not self.active and not self.heap and not self.disk and self.timer is None
