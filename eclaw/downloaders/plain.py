@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 from yarl import URL
 
-from eclaw.downloaders.pacing import KEEPALIVE, close_after, paced_requests
+from eclaw.downloaders.pacing import KEEPALIVE, paced_requests
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
 from eclaw.downloaders.refresh import refresh_target
 from eclaw.downloaders.socks import SOCKS_ERRORS, SocksPools, is_socks, proxy_name
@@ -98,7 +98,7 @@ class HttpDownloader:
         pacing = self._pacing
         session = aiohttp.ClientSession(
             connector=connector,
-            request_class=aiohttp.ClientRequest if pacing is None else paced_requests(pacing.sent),
+            request_class=aiohttp.ClientRequest if pacing is None else paced_requests(pacing),
             cookie_jar=aiohttp.DummyCookieJar(),  # cookies are eclaw's: a jar per request (HopHeaders)
             timeout=self._timeout,
             headers={"User-Agent": self._settings.user_agent or FALLBACK_USER_AGENT},
@@ -145,8 +145,6 @@ class HttpDownloader:
                 proxy_headers=proxy_headers,
                 timeout=self._timeout_of(request),
             ) as resp:
-                if self._pacing is not None and not self._pacing.keep_alive(url, KEEPALIVE):
-                    close_after(resp)
                 self._hops.received(request, url, resp.headers)
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location and self._follows(request, resp.status):

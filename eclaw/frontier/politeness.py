@@ -31,8 +31,8 @@ class Pacing(Protocol):
     def sent(self, host: str) -> None:
         """A request to ``host`` has just been sent: its delay counts from now."""
 
-    def keep_alive(self, url: str, seconds: float) -> bool:
-        """Whether a connection to ``url``'s host is worth keeping idle for ``seconds``.
+    def keep_alive(self, host: str, seconds: float) -> bool:
+        """Whether a connection to ``host`` is worth keeping idle for ``seconds`` after the request now sent.
 
         Always, for a host without a politeness delay (its next request may come at any moment, from the
         page being fetched); with a delay, only while a request to it is queued and may start by then.
@@ -42,12 +42,13 @@ class Pacing(Protocol):
 class HostSlot:
     """One host: its queued requests (in memory, and how many on disk), downloads in flight, next start."""
 
-    __slots__ = ("active", "disk", "disk_key", "heap", "host", "not_before", "queued", "timer")
+    __slots__ = ("active", "disk", "disk_key", "heap", "host", "not_before", "queued", "timer", "unsent")
 
     def __init__(self, host: str, not_before: float = 0.0) -> None:
         self.host = host
         self.active = 0
         self.not_before = not_before  # loop time before which no download may start
+        self.unsent = 0  # requests handed out, not sent yet: the next waits for them (their delay is unknown)
         self.heap: list[tuple[int, int, Request]] = []  # (-priority, seq, request)
         self.disk = 0  # requests of the host waiting on disk ...
         self.disk_key = NO_KEY  # ... and the (-priority, seq) of the first of them

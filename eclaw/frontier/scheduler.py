@@ -42,7 +42,10 @@ class DefaultScheduler:
     Politeness: at most ``concurrency`` downloads in all, at most
     ``concurrency_per_domain`` per host, and ``download_delay`` seconds (or
     the host's own delay, see ``set_delay``) between two requests to one host,
-    counted from when the first was sent (:class:`~eclaw.frontier.politeness.Pacing`).
+    counted from when the first was sent: with a downloader that reports it
+    (:class:`~eclaw.frontier.politeness.Pacing`), a host's next request is handed
+    out once the previous one was sent (or ended unsent) and its delay is over;
+    with any other, the delay counts from when the previous one was handed out.
     """
 
     def __init__(self, dupefilter: DupeFilter | None = None) -> None:
@@ -63,6 +66,7 @@ class DefaultScheduler:
         self._floors: dict[str, float] = {}
         self._cooling: dict[str, float] = {}  # forgotten hosts whose delay has not elapsed yet
         self._cooling_limit = 1024
+        self._paced = False  # a downloader reports when it sends (sent() was called)
 
     shared = False  # one crawl's own frontier
 
@@ -186,7 +190,7 @@ class DefaultScheduler:
 
     def _offer(self, slot: HostSlot) -> None:
         """Put ``slot`` in the ready heap if it can start a download now (else time it)."""
-        if slot.queued or slot.timer is not None or not (slot.heap or slot.disk):
+        if slot.queued or slot.timer is not None or slot.unsent or not (slot.heap or slot.disk):
             return
         if slot.active >= self._limits.get(slot.host, self._per_host):
             return
@@ -230,6 +234,8 @@ class DefaultScheduler:
         delay = self._delays.get(slot.host, self._delay) if self._delays else self._delay
         if delay:  # until it is sent (see sent()), count from now
             slot.not_before = asyncio.get_running_loop().time() + delay
+            if self._paced:  # the downloader says when it sends: the host's next request waits for that
+                slot.unsent += 1
         self._offer(slot)
         return request
 
@@ -237,18 +243,21 @@ class DefaultScheduler:
         """A request to ``host`` left for the wire: its delay counts from now (:class:`Pacing`)."""
         if not self._delay and not self._delays:
             return
+        self._paced = True
         slot = self._slots.get(host)
         if slot is None:  # a redirect to a host with nothing queued: nothing to pace
             return
         delay = self._delays.get(host, self._delay) if self._delays else self._delay
         if delay:
             slot.not_before = max(slot.not_before, asyncio.get_running_loop().time() + delay)
+        if slot.unsent:  # a redirect's hops are sent too: never below none
+            slot.unsent -= 1
+            self._offer(slot)
 
-    def keep_alive(self, url: str, seconds: float) -> bool:
-        """Whether a connection to ``url``'s host may be used again within ``seconds`` (:class:`Pacing`)."""
+    def keep_alive(self, host: str, seconds: float) -> bool:
+        """Whether a connection to ``host`` may be used again within ``seconds`` (:class:`Pacing`)."""
         if not self._delay and not self._delays:
             return True
-        host = url_host(url)
         delay = self._delays.get(host, self._delay) if self._delays else self._delay
         if not delay:
             return True
@@ -269,6 +278,8 @@ class DefaultScheduler:
         slot = self._leased.pop(id(request), None) or self._slots[url_host(request.url)]
         slot.active -= 1
         self._active -= 1
+        if slot.unsent > slot.active:  # it ended unsent (refused, cached, failed to connect)
+            slot.unsent = slot.active
         self._offer(slot)
         if slot.idle():
             self._forget(slot)
