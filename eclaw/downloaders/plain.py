@@ -158,13 +158,13 @@ class HttpDownloader:
         except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
             raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
 
-    def _timeout_of(self, request: Request) -> aiohttp.ClientTimeout | None:
+    def _timeout_of(self, request: Request) -> aiohttp.ClientTimeout:
         """``meta["download_timeout"]``: this request's seconds in all (else the session's timeouts)."""
         meta = request._meta
         seconds = meta.get("download_timeout") if meta else None
-        if seconds is None:
-            return None
         timeout = self._timeout
+        if seconds is None:
+            return timeout  # never None: aiohttp reads None as "no timeout at all"
         return aiohttp.ClientTimeout(
             total=float(seconds),
             sock_connect=min(timeout.sock_connect or float(seconds), float(seconds)),
