@@ -137,6 +137,9 @@ class RedisScheduler:
             size = await self.redis.get(self.prefix + "bloom:size")
             bits_text, hashes = str(size or wanted).split(":")
             self._bloom = (int(bits_text), int(hashes))
+        # a worker restarted under its old name (``--processes`` names them) takes back at once what
+        # its previous life held: its heartbeat would otherwise keep those leases alive for ever
+        await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
         await self._heartbeat()
         self._beat = asyncio.create_task(self._beat_loop())
         logger.info("worker %s joined the crawl %r on %s", self.worker, spider.name, redact_url(self.url))
