@@ -63,7 +63,8 @@ class Callbacks(Checkpointing):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            logger.error("callback failed for %s: %s: %s", response.url, type(exc).__name__, exc, exc_info=exc)
+            shown = redact_url(response.url)
+            logger.error("callback failed for %s: %s: %s", shown, type(exc).__name__, exc, exc_info=exc)
             self.emit(RequestFailed(request=request, reason=f"callback error: {type(exc).__name__}", error=exc))
         else:
             self._parsed(request, response, counts)
