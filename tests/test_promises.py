@@ -1,15 +1,17 @@
 """Reliability promises the rest of the suite let through (found by a mutation audit):
 robots.txt binds ``dont_filter`` requests too, fresh and after a resume; a transient status
-the spider handles is still retried."""
+the spider handles is still retried; a password in a URL reaches no log line and no file."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 from aiohttp import web
 
 from eclaw import Engine, Request, Response, Spider
@@ -155,3 +157,65 @@ async def test_a_handled_429_waits_its_retry_after() -> None:
     assert items == [{"path": "/desk/c", "status": 200}]
     (wait,) = gaps(library.times["/desk/c"])
     assert wait >= 0.95  # the server's Retry-After, not the 0.01 s backoff
+
+
+# -- secrets: no password from a URL in any log line or file ---------------------------------------------
+
+SECRET = "s3cr3t-Pa55"
+
+
+class Members(Spider):
+    """Member pages behind a password in the URL, hitting every path that logs or records a URL:
+    a retried 503, a callback that raises, an errback that raises, an item a pipeline fails on,
+    and robots.txt (fetched for the host, with the URL's credentials)."""
+
+    name = "members"
+    custom_settings = {"obey_robots": True}
+
+    def start_requests(self) -> Any:
+        secret = self.base.replace("http://", f"http://member:{SECRET}@")
+        yield Request(secret + "/desk/busy?status=503&times=1")
+        yield Request(secret + "/book/raises")
+        yield Request(secret + "/desk/gone?status=404&times=9", errback=self.on_error)
+        yield Request(secret + "/book/item")
+
+    def parse(self, response: Response) -> Any:
+        if response.url.endswith("/raises"):
+            raise ValueError("cannot parse this page")
+        yield {"path": urlsplit(response.url).path}
+
+    def on_error(self, failure: RequestFailed) -> Any:
+        raise LookupError("an errback bug")
+
+
+async def refuse(item: dict[str, Any], spider: Spider) -> dict[str, Any]:
+    if item["path"] == "/book/item":
+        raise OSError("disk on fire")
+    return item
+
+
+async def test_a_password_in_the_url_reaches_no_log_line_and_no_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    library = Library()
+    library.robots_status = 404  # logged at DEBUG, with the robots.txt URL
+    settings = {"retries": 1, "dead_letter": str(tmp_path / "dead.jsonl"), "failures": str(tmp_path / "failed.jsonl")}
+    engine = Engine(overrides=settings, pipelines=[refuse])
+    async with serve(library.app()) as base:
+        items, stats = await collect(Members, engine=engine, base=base)
+    assert items == [{"path": "/desk/busy"}] and library.hits["/robots.txt"] == 1
+    assert stats.retries == 1 and stats.handler_errors == 1
+    assert stats.failed_by_reason == {"callback error: ValueError": 1, "http 404": 1}
+    assert stats.items_dropped_by_reason == {"pipeline error: OSError": 1}
+    files = {name: (tmp_path / name).read_text() for name in ("dead.jsonl", "failed.jsonl")}
+    assert all(files.values()) and all("member:***@" in text for text in files.values())
+    for where, text in {"log": caplog.text, **files, "stats": stats.summary()}.items():
+        assert SECRET not in text, f"the password is in the {where}"
+
+    caplog.clear()  # robots.txt unreachable (503): a warning naming it, everything on the host dropped
+    library.robots_status = 503
+    async with serve(library.app()) as base:
+        items, stats = await collect(Members, engine=Engine(overrides=settings), base=base)
+    assert items == [] and stats.dropped_by_reason == {"robots": 4}
+    assert "robots.txt unreachable (http 503)" in caplog.text and SECRET not in caplog.text
