@@ -1,6 +1,7 @@
 """Resume promises the other state tests let through: outputs cut back when the resumed run
-writes less than the dead one did, and exactly-once output when async-generator callbacks
-await between their items while SIGKILLs land at random moments."""
+writes less than the dead one did; exactly-once output when async-generator callbacks await
+between their items while SIGKILLs land at random moments; checkpoints by request count;
+no start request taken twice; a crawl its spider closed is finished; a damaged output refused."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from eclaw import CloseSpider, ConfigError, Engine, Request, Response
+from eclaw.events import ItemStored
 from eclaw.exporters import exporter_for
 from eclaw.testing import serve
 from tests.state.archive import LOREM, Archive, RecordSpider, records
@@ -240,3 +243,108 @@ async def test_async_generator_callbacks_under_random_sigkills_write_each_item_o
         twice = sorted(key for key, n in written.items() if n > 1)
         assert not twice, f"{name}: {sum(written.values()) - len(written)} items written twice, e.g. {twice[:5]}"
         assert written == expected, f"{name}: missing {sorted(set(expected) - set(written))[:5]}"
+
+
+# -- checkpoints by count, start requests, CloseSpider, a damaged output -------------------------------
+
+
+async def test_checkpoint_requests_bounds_the_work_redone_after_a_kill(tmp_path: Path) -> None:
+    """A chain of 20 shelves of 4 records (each shelf: 5 new requests), checkpoint_requests=5 and
+    no timer checkpoint: killed at the end, the resumed run redoes only the last shelves' work."""
+    archive = Archive(shelves=20, per_shelf=4, delay=0.005)
+    async with serve(archive.app()) as base:
+        settings = ("-s", "checkpoint_interval=60", "-s", "checkpoint_requests=5")
+        process = await start("RecordSpider", base, tmp_path, *settings)
+        try:
+            await wait_for(lambda: archive.hits["/hang"] == 1)
+        finally:
+            process.kill()
+            await process.wait()
+        archive.hang = False
+        await finish(await start("RecordSpider", base, tmp_path, *settings))
+    redone = sorted(path for path, n in archive.hits.items() if n > 1)
+    assert all(int(path.split("/")[-1].split("-")[0]) >= 12 for path in redone if path != "/hang"), redone
+    written = [row["record"] for row in outputs(tmp_path)["items.jsonl"]]
+    assert sorted(written) == sorted(f"{n}-{k}" for n in range(20) for k in range(4))
+
+
+def engine(tmp: Path, **overrides: Any) -> Engine:
+    settings = {"checkpoint_interval": 60, "store": "", "failures": "", **overrides}
+    return Engine(outputs=[tmp / "items.jsonl"], state_dir=tmp / "state", overrides=settings)
+
+
+async def crawl(tmp: Path, spider: Any, base: str, *, pause_after: int = 0) -> Any:
+    """One run of ``spider``, paused once ``pause_after`` items are stored (0: to its end)."""
+    eng = engine(tmp)
+    stored = 0
+
+    async def pause(event: ItemStored) -> None:
+        nonlocal stored
+        stored += 1
+        if stored == pause_after:
+            eng.stop("paused by the test")
+
+    eng.subscribe(ItemStored, pause)
+    async with eng:
+        return await eng.crawl(spider, base_url=base)
+
+
+class LoginFirst(RecordSpider):
+    """Starts, as Scrapy's default start_requests does, with a ``dont_filter`` request."""
+
+    name = "archive-login"
+
+    def start_requests(self) -> Any:
+        yield Request(self.start_urls[0], dont_filter=True)
+
+
+async def test_a_resumed_crawl_takes_no_start_request_again_and_counts_as_one_run(tmp_path: Path) -> None:
+    archive = Archive(delay=0.005)
+    archive.hang = False
+    (tmp_path / "once").mkdir()
+    async with serve(archive.app()) as base:
+        once = await crawl(tmp_path / "once", LoginFirst, base)
+        archive.hits.clear()
+        paused = await crawl(tmp_path, LoginFirst, base, pause_after=5)
+        assert paused.finish_reason == "paused by the test" and paused.requests_pending
+        resumed = await crawl(tmp_path, LoginFirst, base)
+    assert archive.hits["/shelf/0"] == 1
+    rows = [json.loads(line)["record"] for line in (tmp_path / "items.jsonl").read_text().splitlines()]
+    assert sorted(rows) == sorted(records())
+    for count in ("requests_generated", "requests_parsed", "requests_dropped", "items_stored"):
+        assert getattr(resumed, count) == getattr(once, count), count
+
+
+class EnoughAfterTen(RecordSpider):
+    name = "archive-enough"
+    seen = 0
+
+    def parse_record(self, response: Response) -> Any:
+        yield from super().parse_record(response)
+        EnoughAfterTen.seen += 1
+        if EnoughAfterTen.seen == 10:
+            raise CloseSpider("enough records")
+
+
+async def test_a_crawl_closed_by_its_spider_is_finished_not_paused(tmp_path: Path) -> None:
+    archive = Archive(delay=0.005)
+    archive.hang = False
+    async with serve(archive.app()) as base:
+        first = await crawl(tmp_path, EnoughAfterTen, base)
+        assert first.finish_reason == "closespider: enough records"
+        hits = sum(archive.hits.values())
+        again = await crawl(tmp_path, EnoughAfterTen, base)
+    assert again.finish_reason == "already finished" and sum(archive.hits.values()) == hits
+    assert again.items_stored == first.items_stored
+
+
+async def test_an_output_shorter_than_the_saved_state_is_a_clear_error(tmp_path: Path) -> None:
+    archive = Archive(delay=0.005)
+    archive.hang = False
+    async with serve(archive.app()) as base:
+        await crawl(tmp_path, RecordSpider, base, pause_after=8)
+        output = tmp_path / "items.jsonl"
+        with output.open("r+b") as file:  # someone edited the file between the runs
+            file.truncate(output.stat().st_size // 2)
+        with pytest.raises(ConfigError, match=r"output .*items.jsonl is shorter than the saved crawl wrote"):
+            await crawl(tmp_path, RecordSpider, base)
