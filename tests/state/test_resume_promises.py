@@ -273,9 +273,9 @@ def engine(tmp: Path, **overrides: Any) -> Engine:
     return Engine(outputs=[tmp / "items.jsonl"], state_dir=tmp / "state", overrides=settings)
 
 
-async def crawl(tmp: Path, spider: Any, base: str, *, pause_after: int = 0) -> Any:
+async def crawl(tmp: Path, spider: Any, base: str, *, pause_after: int = 0, **overrides: Any) -> Any:
     """One run of ``spider``, paused once ``pause_after`` items are stored (0: to its end)."""
-    eng = engine(tmp)
+    eng = engine(tmp, **overrides)
     stored = 0
 
     async def pause(event: ItemStored) -> None:
@@ -313,6 +313,39 @@ async def test_a_resumed_crawl_takes_no_start_request_again_and_counts_as_one_ru
     assert sorted(rows) == sorted(records())
     for count in ("requests_generated", "requests_parsed", "requests_dropped", "items_stored"):
         assert getattr(resumed, count) == getattr(once, count), count
+
+
+class Withdrawals(RecordSpider):
+    """A withdrawn record (404) goes to an errback, which yields a tombstone item for it."""
+
+    name = "archive-withdrawals"
+
+    def parse(self, response: Response) -> Any:
+        for href in response.css("a::attr(href)").getall():
+            if href.startswith("/record/"):
+                yield response.follow(href, callback=self.parse_record, errback=self.tombstone)
+            else:
+                yield response.follow(href)
+
+    def tombstone(self, failure: Any) -> Any:
+        yield {"record": failure.request.url.rsplit("/", 1)[1], "title": None, "text": "withdrawn"}
+
+
+async def test_requests_ended_by_an_errback_are_not_redone_after_a_resume(tmp_path: Path) -> None:
+    archive = Archive(delay=0.005)
+    archive.hang, archive.withdrawn = False, True
+    failures = {"failures": str(tmp_path / "failures.jsonl")}
+    async with serve(archive.app()) as base:
+        paused = await crawl(tmp_path, Withdrawals, base, pause_after=12, **failures)
+        assert paused.finish_reason == "paused by the test" and paused.requests_pending
+        await crawl(tmp_path, Withdrawals, base, **failures)
+    withdrawn = sorted(r for r in records() if int(r.split("-")[1]) % 2)
+    rows = [json.loads(line) for line in (tmp_path / "items.jsonl").read_text().splitlines()]
+    assert sorted(row["record"] for row in rows) == sorted(records())
+    assert sorted(row["record"] for row in rows if row["text"] == "withdrawn") == withdrawn
+    assert {archive.hits[f"/record/{r}"] for r in withdrawn} == {1}
+    lines = (tmp_path / "failures.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["url"].rsplit("/", 1)[1] for line in lines) == withdrawn
 
 
 class EnoughAfterTen(RecordSpider):
