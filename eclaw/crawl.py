@@ -142,7 +142,7 @@ class Crawl(Callbacks):
         self._completions: deque[tuple[int, Request]] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._downloads: dict[asyncio.Task[None], Request] = {}
-        self._busy = 0  # parse/errback tasks and items inside pipelines
+        self._busy = 0  # parse/errback tasks, retries being queued again, items inside pipelines
         self._start_done = False
         self._ids = itertools.count(1)
         self._start_exhausted = False  # every start request was taken (a resumed crawl skips them)
@@ -421,13 +421,18 @@ class Crawl(Callbacks):
     def _retry_due(self, request: Request) -> None:
         """A retry's delay is over: back to the scheduler (not counted as a new request)."""
         if not self._stopping:
+            self._busy += 1  # until it is queued: the crawl must not end in between
             self._spawn(self._requeue(request))
         else:
             self.stats.requests_pending += 1
             self._check_idle()
 
     async def _requeue(self, request: Request) -> None:
-        await self._enqueue([request], retry=True)
+        try:
+            await self._enqueue([request], retry=True)
+        finally:
+            self._busy -= 1
+            self._check_idle()
 
     async def _on_failed(self, event: RequestFailed) -> None:
         if not event.final:
