@@ -114,19 +114,25 @@ def run_once(name: str, base: str, pages: int, out: Path) -> Run:
 
 def check_complete(name: str, out: Path, pages: int) -> None:
     """Every page's item exactly once, with the right fields; else the run does not count."""
-    items = [json.loads(line) for line in out.read_text().splitlines()]
+    check_items(name, out, [product(i) for i in range(pages)])
+
+
+def check_items(name: str, out: Path, expected: list[dict[str, object]]) -> None:
+    """Each of ``expected`` (told apart by ``sku``) in ``out`` exactly once and nothing else;
+    else a ``SystemExit`` naming what is wrong, and the run does not count."""
+    items = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     by_sku = {item["sku"]: item for item in items}
     problems = []
-    if len(items) != pages:
-        problems.append(f"{len(items)} items for {pages} pages")
+    if len(items) != len(expected):
+        problems.append(f"{len(items)} items for {len(expected)} pages")
     if len(by_sku) != len(items):
         problems.append(f"{len(items) - len(by_sku)} duplicate items")
-    for i in range(pages):
-        expected = product(i)
-        got = by_sku.get(expected["sku"])
-        if got != expected:
-            problems.append(f"page {i}: expected {expected}, got {got}")
-            break
+    missing = [str(item["sku"]) for item in expected if item["sku"] not in by_sku]
+    if missing:
+        problems.append(f"{len(missing)} pages missing ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})")
+    wrong = next((item for item in expected if by_sku.get(item["sku"], item) != item), None)
+    if wrong is not None:
+        problems.append(f"{wrong['sku']}: expected {wrong}, got {by_sku[wrong['sku']]}")
     if problems:
         raise SystemExit(f"{name}: incomplete or wrong crawl: {'; '.join(problems)}")
 
