@@ -46,17 +46,24 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+_CONNECTIONS = 64  # per client; more gain nothing against one single-threaded redis-server
+
+
 async def connect(url: str) -> Redis:
     """A client for ``url``, checked with a PING: a one-line :class:`ConfigError` if Redis cannot be reached."""
     try:
-        from redis.asyncio import Redis
+        from redis.asyncio import BlockingConnectionPool, Redis
     except ImportError:
         raise ConfigError("scheduler_url needs the redis package: pip install 'eclaw[redis]'") from None
     from redis.exceptions import RedisError
 
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"bad Redis URL {url!r} (use redis://HOST:PORT/DB)")
-    client = Redis.from_url(url, decode_responses=True, socket_connect_timeout=3, socket_timeout=10)
+    # a bounded pool whose callers wait for a free connection: redis-py's default pool (100 connections)
+    # raises "Too many connections" once more than 100 downloads release their slots at the same moment
+    options = {"decode_responses": True, "socket_connect_timeout": 3, "socket_timeout": 10}
+    pool = BlockingConnectionPool.from_url(url, max_connections=_CONNECTIONS, timeout=None, **options)
+    client = Redis(connection_pool=pool)
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
