@@ -10,7 +10,7 @@ VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version
 # $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
 python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes bench-browser bench-costs clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -100,6 +100,11 @@ bench-broad: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.broad $(BENCH_ARGS)
 
+## bench-costs: what --trace + --metrics-port, --state and the SQLite store cost, side by side with a plain crawl
+bench-costs: $(STAMP)
+	$(BIN)/python -m bench.run --contenders eclaw,eclaw-observed,eclaw-state,eclaw-nostore --scaling '' --no-micro \
+	  --pages 10000 --repeats 5 --out bench/results/costs.json $(COSTS_ARGS)
+
 ## soak: 10 minutes against an endless local site full of faults, sampling RSS (not in CI)
 soak: $(STAMP)
 	$(BIN)/python -m bench.soak $(SOAK_ARGS)
@@ -115,6 +120,20 @@ cluster-bench: $(STAMP) test-servers
 ## bench-processes: one CPU-bound crawl on --processes 1 and 2 (a private redis-server), side by side
 bench-processes: $(STAMP) test-servers
 	$(BIN)/python -m bench.processes $(PROCESSES_ARGS)
+
+## bench-browser: rendered pages, eclaw's browser fetcher vs Crawlee's PlaywrightCrawler on one local JavaScript site
+# Crawlee (npm, pinned in bench/contenders/crawlee/package.json) goes to bench/.cache/crawlee; no browser is downloaded:
+# both drive the system's Chromium.
+CRAWLEE_DIR := bench/.cache/crawlee
+$(CRAWLEE_DIR)/.installed: bench/contenders/crawlee/package.json
+	@command -v npm >/dev/null || (echo "bench-browser needs Node 20 and npm" && false)
+	mkdir -p $(CRAWLEE_DIR) && cp bench/contenders/crawlee/package.json $(CRAWLEE_DIR)/
+	cd $(CRAWLEE_DIR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+bench-browser: $(STAMP) $(CRAWLEE_DIR)/.installed
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	$(BIN)/python -m bench.browser $(BROWSER_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) site .venv-* build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache demo-items.jsonl

@@ -17,11 +17,11 @@ import asyncio
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from bench.proctree import descendants, tree_pss
 from eclaw import Request, Settings, Spider
 from eclaw.downloaders.browser import BrowserFetcher, actions
 from eclaw.testing import serve
@@ -60,31 +60,7 @@ def site() -> web.Application:
 
 def chromium_pss() -> int:
     """Bytes of PSS of the Chromium processes under this one."""
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not _ours(int(entry.name)):
-            continue
-        try:
-            if b"chromium" not in (entry / "cmdline").read_bytes():
-                continue
-            rollup = (entry / "smaps_rollup").read_text()
-        except OSError:
-            continue
-        for line in rollup.splitlines():
-            if line.startswith("Pss:"):
-                total += int(line.split()[1]) * 1024
-    return total
-
-
-def _ours(pid: int) -> bool:
-    while pid > 1:
-        if pid == os.getpid():
-            return True
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-        except OSError:
-            return False
-    return False
+    return tree_pss(descendants([os.getpid()]), only=b"chromium")
 
 
 async def run(base: str, pages: int, every: int) -> dict[str, Any]:

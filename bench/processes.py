@@ -48,12 +48,13 @@ def run_once(processes: int, base: str, pages: int) -> dict[str, float]:
     argv = [*command("eclaw", base, out), "--processes", str(processes)]
     served = server_cpu()
     started = time.perf_counter()
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    log = CACHE / f"out-processes-{processes}.log"
+    with log.open("wb") as stderr:  # a file, not a pipe: a full pipe nobody reads would stop the workers
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
-        errors = process.stderr.read().decode() if process.stderr else ""
-        raise SystemExit(f"--processes {processes} failed:\n{errors[-2000:]}")
+        raise SystemExit(f"--processes {processes} failed:\n{log.read_text()[-2000:]}")
     check_complete(f"--processes {processes}", out, pages)
     return {
         "processes": processes,

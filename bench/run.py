@@ -3,6 +3,8 @@
 
     python -m bench.run [--pages 20000] [--repeats 3] [--scaling 2000,20000,60000]
     python -m bench.run --contenders eclaw,eclaw@../old,baseline --scaling ''   # before/after a change
+    python -m bench.run --contenders eclaw,eclaw-observed,eclaw-state,eclaw-nostore --scaling '' --no-micro
+                                                       # what --trace/--metrics-port, --state and the store cost
 
 A contender ``eclaw@DIR`` is eclaw run from another checkout (a git worktree of an
 earlier commit), in the same run: a change measured side by side with the code before it.
@@ -36,8 +38,10 @@ CONCURRENCY = 64
 
 
 def command(name: str, base: str, out: Path) -> list[str]:
-    if name.startswith("eclaw@"):  # the same crawl, by the eclaw of another checkout (see env_for)
-        return command("eclaw", base, out)
+    if "@" in name:  # the same crawl, by the eclaw of another checkout (see env_for)
+        return command(name.partition("@")[0], base, out)
+    if name == "eclaw-nostore":  # the same crawl with the SQLite store (its run row, the quality profile) off
+        return [*command("eclaw", base, out), "-s", "store="]
     if name == "eclaw-state":  # the same crawl, saving its state (checkpoints) as it goes
         state = CACHE / "state"
         shutil.rmtree(state, ignore_errors=True)
@@ -84,10 +88,11 @@ class Run:
 
 
 def env_for(name: str) -> dict[str, str] | None:
-    """``eclaw@DIR`` imports eclaw from DIR first (its own ``eclaw/middlewares`` must resolve there)."""
-    if not name.startswith("eclaw@"):
+    """``eclaw@DIR`` (or ``eclaw-state@DIR``...) imports eclaw from DIR first (its own ``eclaw/middlewares``
+    must resolve there)."""
+    if "@" not in name:
         return None
-    checkout = Path(name.removeprefix("eclaw@")).resolve()
+    checkout = Path(name.partition("@")[2]).resolve()
     if not (checkout / "eclaw" / "__init__.py").is_file():
         raise SystemExit(f"{name}: no eclaw checkout at {checkout}")
     return {**os.environ, "PYTHONPATH": str(checkout)}
@@ -114,19 +119,25 @@ def run_once(name: str, base: str, pages: int, out: Path) -> Run:
 
 def check_complete(name: str, out: Path, pages: int) -> None:
     """Every page's item exactly once, with the right fields; else the run does not count."""
-    items = [json.loads(line) for line in out.read_text().splitlines()]
+    check_items(name, out, [product(i) for i in range(pages)])
+
+
+def check_items(name: str, out: Path, expected: list[dict[str, object]]) -> None:
+    """Each of ``expected`` (told apart by ``sku``) in ``out`` exactly once and nothing else;
+    else a ``SystemExit`` naming what is wrong, and the run does not count."""
+    items = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     by_sku = {item["sku"]: item for item in items}
     problems = []
-    if len(items) != pages:
-        problems.append(f"{len(items)} items for {pages} pages")
+    if len(items) != len(expected):
+        problems.append(f"{len(items)} items for {len(expected)} pages")
     if len(by_sku) != len(items):
         problems.append(f"{len(items) - len(by_sku)} duplicate items")
-    for i in range(pages):
-        expected = product(i)
-        got = by_sku.get(expected["sku"])
-        if got != expected:
-            problems.append(f"page {i}: expected {expected}, got {got}")
-            break
+    missing = [str(item["sku"]) for item in expected if item["sku"] not in by_sku]
+    if missing:
+        problems.append(f"{len(missing)} pages missing ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})")
+    wrong = next((item for item in expected if by_sku.get(item["sku"], item) != item), None)
+    if wrong is not None:
+        problems.append(f"{wrong['sku']}: expected {wrong}, got {by_sku[wrong['sku']]}")
     if problems:
         raise SystemExit(f"{name}: incomplete or wrong crawl: {'; '.join(problems)}")
 
@@ -163,6 +174,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scaling", default="2000,20000,60000", help="page counts for the scaling runs ('' = skip)")
     parser.add_argument("--contenders", default="eclaw,eclaw-state,eclaw-observed,scrapy,baseline")
+    parser.add_argument("--micro", action=argparse.BooleanOptionalAction, default=True, help="the micro-benchmarks too")
     parser.add_argument("--out", default=str(RESULTS / "latest.json"), help="where to write the JSON report")
     args = parser.parse_args()
     contenders = args.contenders.split(",")
@@ -178,10 +190,12 @@ def main() -> None:
         names = [n for n in contenders if not n.startswith("eclaw-") and (n != "scrapy" or pages == largest)]
         scaling[str(pages)] = compare(pages, 1, names)[0]
 
-    print("micro-benchmarks (best of 3)")
-    from bench.micro import main as micro
+    micro_results: dict[str, float] = {}
+    if args.micro:
+        print("micro-benchmarks (best of 3)")
+        from bench.micro import main as micro
 
-    micro_results = micro()
+        micro_results = micro()
 
     report = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -212,14 +226,12 @@ def ratios(medians: dict[str, dict[str, float]]) -> dict[str, float]:
             result[f"eclaw/{other} pages_per_s"] = eclaw["pages_per_s"] / o["pages_per_s"]
             result[f"eclaw/{other} cpu_ms_per_page"] = eclaw["cpu_ms_per_page"] / o["cpu_ms_per_page"]
             result[f"eclaw/{other} peak_rss_mb"] = eclaw["peak_rss_mb"] / o["peak_rss_mb"]
-    if eclaw and "eclaw-observed" in medians:  # the cost of --trace and --metrics-port
-        observed = medians["eclaw-observed"]
-        result["eclaw-observed/eclaw pages_per_s"] = observed["pages_per_s"] / eclaw["pages_per_s"]
-        result["eclaw-observed/eclaw cpu_ms_per_page"] = observed["cpu_ms_per_page"] / eclaw["cpu_ms_per_page"]
-    if eclaw and "eclaw-state" in medians:  # the cost of checkpoints
-        saving = medians["eclaw-state"]
-        result["eclaw-state/eclaw pages_per_s"] = saving["pages_per_s"] / eclaw["pages_per_s"]
-        result["eclaw-state/eclaw cpu_ms_per_page"] = saving["cpu_ms_per_page"] / eclaw["cpu_ms_per_page"]
+    for name, variant in medians.items():  # a feature's cost: eclaw-observed, -state... against eclaw (same checkout)
+        kind, at, checkout = name.partition("@")
+        plain, key = medians.get("eclaw" + at + checkout), f"{name}/eclaw{at}{checkout}"
+        if kind.startswith("eclaw-") and plain:
+            result[f"{key} pages_per_s"] = variant["pages_per_s"] / plain["pages_per_s"]
+            result[f"{key} cpu_ms_per_page"] = variant["cpu_ms_per_page"] / plain["cpu_ms_per_page"]
     return result
 
 

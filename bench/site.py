@@ -202,7 +202,8 @@ def app_process(module: str, *args: str) -> Iterator[str]:
     """Run ``python -m module [args] --serve PORT`` (an aiohttp site of a benchmark) in its own
     process, so only the crawler's memory is measured; yields its base URL."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", module, *args, "--serve", str(port)])
+    root = Path(__file__).resolve().parent.parent  # where ``bench`` is importable from, whatever the cwd
+    server = subprocess.Popen([sys.executable, "-m", module, *args, "--serve", str(port)], cwd=root)
     try:
         deadline = time.monotonic() + 15
         while True:

@@ -11,7 +11,7 @@ from protego import Protego
 from eclaw.contracts import Fetch
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest
 from eclaw.http import Request, Response
-from eclaw.http.urls import url_host
+from eclaw.http.urls import redact_url, url_host
 
 if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
@@ -104,11 +104,11 @@ class Robots:
             response = await call_next(request)
         except HttpError as exc:
             if exc.status < 500:
-                logger.debug("%s: HTTP %d, everything allowed", robots_url, exc.status)
+                logger.debug("%s: HTTP %d, everything allowed", redact_url(robots_url), exc.status)
                 return _ALLOW_ALL
             return self._unreachable(robots_url, exc)
         except IgnoreRequest as exc:  # e.g. redirected off the allowed domains
-            logger.debug("%s: %s, everything allowed", robots_url, exc.reason)
+            logger.debug("%s: %s, everything allowed", redact_url(robots_url), exc.reason)
             return _ALLOW_ALL
         except DownloadError as exc:
             return self._unreachable(robots_url, exc)
@@ -120,5 +120,6 @@ class Robots:
 
     def _unreachable(self, url: str, error: DownloadError) -> Protego:
         verdict = _DISALLOW_ALL if self.unreachable == "disallow" else _ALLOW_ALL
-        logger.warning("%s unreachable (%s): %s everything on this host", url, error.reason, self.unreachable)
+        shown = redact_url(url)
+        logger.warning("%s unreachable (%s): %s everything on this host", shown, error.reason, self.unreachable)
         return verdict

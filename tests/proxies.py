@@ -41,16 +41,7 @@ async def tinyproxy(workdir: Path, auth: tuple[str, str] | None = None) -> Async
     """Run tinyproxy in the foreground; yields its address (host:port) and its log file."""
     process, port, log = _start(workdir, auth)
     try:
-        for _ in range(100):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            break
-        else:
-            raise RuntimeError(f"tinyproxy did not start on port {port}; see {log}")
+        await _listening(port, f"tinyproxy (see {log})")
         yield f"127.0.0.1:{port}", log
     finally:
         process.terminate()

@@ -67,11 +67,11 @@ def run(args: argparse.Namespace) -> int:
 async def _finish(url: str, prefix: str, output: str | None) -> tuple[Stats, int]:
     redis = await connect(url)
     try:
-        for _ in range(50):  # other workers are finishing too: wait (a little) for their last stats
+        for _ in range(250):  # other workers are finishing too (told at once): wait up to 5 s for their last stats
             workers = await redis.zcard(prefix + "workers")
             if not workers:
                 break
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.02)
         items = await redis.hlen(prefix + "items")
         if output:
             Path(output).parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from eclaw.cluster import lua as redis_lua
 from eclaw.cluster.sink import ClusterSink
+from eclaw.cluster.wakeups import Wakeups
 from eclaw.exceptions import ConfigError, EclawError, NotSerialisable, RedisLost
 from eclaw.frontier.base import check_request, fingerprint, host_overrides
 from eclaw.frontier.serial import dumps, loads
@@ -45,17 +46,24 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+_CONNECTIONS = 64  # per client; more gain nothing against one single-threaded redis-server
+
+
 async def connect(url: str) -> Redis:
     """A client for ``url``, checked with a PING: a one-line :class:`ConfigError` if Redis cannot be reached."""
     try:
-        from redis.asyncio import Redis
+        from redis.asyncio import BlockingConnectionPool, Redis
     except ImportError:
         raise ConfigError("scheduler_url needs the redis package: pip install 'eclaw[redis]'") from None
     from redis.exceptions import RedisError
 
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"bad Redis URL {url!r} (use redis://HOST:PORT/DB)")
-    client = Redis.from_url(url, decode_responses=True, socket_connect_timeout=3, socket_timeout=10)
+    # a bounded pool whose callers wait for a free connection: redis-py's default pool (100 connections)
+    # raises "Too many connections" once more than 100 downloads release their slots at the same moment
+    options = {"decode_responses": True, "socket_connect_timeout": 3, "socket_timeout": 10}
+    pool = BlockingConnectionPool.from_url(url, max_connections=_CONNECTIONS, timeout=None, **options)
+    client = Redis(connection_pool=pool)
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
@@ -89,6 +97,7 @@ class RedisScheduler:
         self._limits: dict[str, int] = {}  # per-host concurrency over concurrency_per_domain
         self._delay = 0.0
         self._beat: asyncio.Task[None] | None = None
+        self._wakeups: Wakeups | None = None
         self._bloom: tuple[int, int] = (0, 0)  # bits, hashes
         self._wake: Callable[[], None] = lambda: None
         self._timer: asyncio.TimerHandle | None = None
@@ -137,6 +146,11 @@ class RedisScheduler:
             size = await self.redis.get(self.prefix + "bloom:size")
             bits_text, hashes = str(size or wanted).split(":")
             self._bloom = (int(bits_text), int(hashes))
+        self._wakeups = Wakeups(self.redis, self.prefix + "events", self._heard)
+        await self._wakeups.start()  # before the first count: nothing said after it is missed
+        # a worker restarted under its old name (``--processes`` names them) takes back at once what
+        # its previous life held: its heartbeat would otherwise keep those leases alive for ever
+        await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
         await self._heartbeat()
         self._beat = asyncio.create_task(self._beat_loop())
         logger.info("worker %s joined the crawl %r on %s", self.worker, spider.name, redact_url(self.url))
@@ -145,6 +159,8 @@ class RedisScheduler:
         if self._beat is not None:
             self._beat.cancel()
             await asyncio.gather(self._beat, return_exceptions=True)
+        if self._wakeups is not None:
+            await self._wakeups.stop()
         if self._timer is not None:
             self._timer.cancel()
         if self.redis is not None:
@@ -194,6 +210,15 @@ class RedisScheduler:
         if queued or not leased:
             self._wake()  # work to take, or maybe the end of the crawl
 
+    def _heard(self, message: str) -> None:
+        """Another worker (or this one) said there is work to take, or that the crawl is done."""
+        queued, leased, seeded = self.counts
+        if message == "end":  # nothing queued, nothing leased: the crawl (seeded by then) is over
+            self.counts = (0, 0, 1)
+        else:
+            self.counts = (max(queued, 1), leased, seeded)  # worth a LEASE, which says how many
+        self._wake()
+
     async def _beat_loop(self) -> None:
         every = max(0.1, min(1.0, self._settings.lease_timeout / 4))
         while True:
@@ -221,11 +246,12 @@ class RedisScheduler:
             if reason is not None:
                 continue
             if request._id < 0:  # leased by this worker (a retry): back to the queue, with its new retry count
-                keys, args = ["leases:" + self.worker, "queue", "requests"], [-request._id, record, request.priority]
+                keys = ["leases:" + self.worker, "queue", "requests", "events"]
+                args = [-request._id, record, request.priority]
                 calls.append((index, "REQUEUE", keys, args))
                 continue
             mode, marks = self._marks(request)
-            keys = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq"]
+            keys = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq", "events"]
             calls.append((index, "ENQUEUE", keys, [mode, len(marks), *marks, record, request.priority]))
         if calls:
             results = await self.call(lambda: self._pipelined(calls))
@@ -249,10 +275,22 @@ class RedisScheduler:
         return [bool(result) for result in results]
 
     async def _pipelined(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> list[Any]:
+        """The scripts in one round trip (by hash: no SCRIPT EXISTS first); loaded again if Redis forgot them."""
+        from redis.exceptions import NoScriptError
+
+        assert self.redis is not None
+        try:
+            return await self._send(calls)
+        except NoScriptError:  # a restarted Redis: nothing ran, every script was unknown
+            for name in {script for _, script, _, _ in calls}:
+                await self.redis.script_load(getattr(redis_lua, name))
+            return await self._send(calls)
+
+    async def _send(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> list[Any]:
         assert self.redis is not None
         pipe = self.redis.pipeline(transaction=False)
         for _, script, keys, args in calls:
-            await self._scripts[script](keys=[self.prefix + k for k in keys], args=args, client=pipe)  # queued
+            pipe.evalsha(self._scripts[script].sha, len(keys), *[self.prefix + k for k in keys], *args)
         return await pipe.execute()
 
     def _marks(self, request: Request) -> tuple[str, list[Any]]:
@@ -283,9 +321,9 @@ class RedisScheduler:
         return None
 
     async def _lease(self) -> Request | None:
-        popped = await self._run("LEASE", ["queue", "requests", "leases:" + self.worker], [1])
-        if not popped:
-            self.counts = (0, *self.counts[1:])
+        popped = await self._run("LEASE", ["queue", "requests", "leases:" + self.worker, "workers"], [1, self.prefix])
+        if len(popped) == 1:  # nothing queued; but while others hold requests, the crawl is not over
+            self.counts = (0, int(popped[0]), self.counts[2])
             return None
         request_id, record = popped
         request = loads(record, self._spider)
@@ -325,7 +363,8 @@ class RedisScheduler:
     async def done(self, request: Request) -> None:
         """``request`` is finished and its items are stored: drop its lease."""
         if request._id < 0:
-            await self._run("COMPLETE", ["leases:" + self.worker, "requests"], [-request._id])
+            keys = ["leases:" + self.worker, "requests", "workers", "queue", "events"]
+            await self._run("COMPLETE", keys, [-request._id, self.prefix])
 
     def pending(self) -> int:
         queued, leased, seeded = self.counts

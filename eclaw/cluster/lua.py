@@ -14,6 +14,8 @@ Keys (``P`` is ``eclaw:<spider>:``)::
     P items            hash  item id -> JSON (each item once, however often its request is redone)
     P stats            hash  worker -> its stats (JSON)
     P seeded           "1" once start requests were pushed
+    P events           pub/sub channel: "work" (requests landed in an empty queue), "end" (the
+                       last lease was dropped: nothing queued, nothing leased); see eclaw.cluster.wakeups
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ elseif mode == 'set' then
 end
 """
 
-# KEYS: seen-structure, queue, requests, seq. ARGV: mode, n, n bit positions (bloom) or the
-# fingerprint (set), record, priority. Returns the new id, or 0 for a duplicate.
+# KEYS: seen-structure, queue, requests, seq, events. ARGV: mode, n, n bit positions (bloom) or
+# the fingerprint (set), record, priority. Returns the new id, or 0 for a duplicate.
 ENQUEUE = _SEEN + """
 if new == 0 then return 0 end
 local id = redis.call('INCR', KEYS[4])
 redis.call('ZADD', KEYS[2], -tonumber(ARGV[4 + n]) * 1e13 + id, id)
 redis.call('HSET', KEYS[3], id, ARGV[3 + n])
+if redis.call('ZCARD', KEYS[2]) == 1 then redis.call('PUBLISH', KEYS[5], 'work') end
 return id
 """
 
@@ -54,10 +57,18 @@ MARK = _SEEN + """
 return new
 """
 
-# KEYS: queue, requests, leases:<worker>. ARGV: count. Moves up to count requests from the
-# queue to the worker's leases; returns id, record, id, record...
+# KEYS: queue, requests, leases:<worker>, workers. ARGV: count, key prefix. Moves up to count
+# requests from the queue to the worker's leases; returns id, record, id, record... or, with
+# the queue empty, {leased}: how many requests every worker holds (the crawl may not be over).
 LEASE = """
 local popped = redis.call('ZPOPMIN', KEYS[1], ARGV[1])
+if #popped == 0 then
+  local leased = 0
+  for _, worker in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+    leased = leased + redis.call('ZCARD', ARGV[2] .. 'leases:' .. worker)
+  end
+  return {leased}
+end
 local out = {}
 for i = 1, #popped, 2 do
   redis.call('ZADD', KEYS[3], popped[i + 1], popped[i])
@@ -67,22 +78,29 @@ end
 return out
 """
 
-# KEYS: leases:<worker>, requests. ARGV: id. The request is done: drop its lease and record
-# (1), unless the lease was taken back from a worker presumed dead (0).
+# KEYS: leases:<worker>, requests, workers, queue, events. ARGV: id, key prefix. The request is
+# done: drop its lease and record (1), unless the lease was taken back from a worker presumed
+# dead (0). The last lease of the crawl (nothing queued, nothing leased) tells every worker.
 COMPLETE = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  return 1
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('ZCARD', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[4]) == 0 then
+  local leased = 0
+  for _, worker in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    leased = leased + redis.call('ZCARD', ARGV[2] .. 'leases:' .. worker)
+  end
+  if leased == 0 then redis.call('PUBLISH', KEYS[5], 'end') end
 end
-return 0
+return 1
 """
 
-# KEYS: leases:<worker>, queue, requests. ARGV: id, record, priority. A leased request goes
-# back to the queue (a retry), with its new record.
+# KEYS: leases:<worker>, queue, requests, events. ARGV: id, record, priority. A leased request
+# goes back to the queue (a retry), with its new record.
 REQUEUE = """
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], -tonumber(ARGV[3]) * 1e13 + tonumber(ARGV[1]), ARGV[1])
+if redis.call('ZCARD', KEYS[2]) == 1 then redis.call('PUBLISH', KEYS[4], 'work') end
 return 1
 """
 
@@ -112,6 +130,7 @@ for _, worker in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
   redis.call('DEL', ARGV[1] .. 'hosts:' .. worker)
   redis.call('ZREM', KEYS[1], worker)
 end
+if back > 0 then redis.call('PUBLISH', ARGV[1] .. 'events', 'work') end
 return back
 """
 

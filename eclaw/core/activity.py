@@ -24,6 +24,7 @@ class Activity:
         self.downloads = 0
         self.callbacks = 0  # callbacks, errbacks and completions running (or waiting at the gate)
         self.admitted = 0  # requests admitted to the frontier so far: the loop sees new work by it
+        self.requeuing = 0  # retries whose delay is over, on their way back to the frontier
         self._gated = 0
         self._hold: asyncio.Event | None = None
         self._items = items
@@ -41,13 +42,13 @@ class Activity:
 
     def quiet(self, *, stopping: bool) -> bool:
         """Nothing downloading, no callback running, no item in the pipelines (nor a retry waiting, unless stopping)."""
-        if self.downloads or self.callbacks or self._items:
+        if self.downloads or self.callbacks or self._items or self.requeuing:
             return False
         return stopping or not self._retrying
 
     def check(self) -> None:
         """Wake the loop if work may have run out, or a checkpoint waiting at the barrier may go on."""
-        idle = not (self.downloads or self.callbacks or self._items or self._retrying)
+        idle = not (self.downloads or self.callbacks or self._items or self._retrying or self.requeuing)
         if idle or (self._hold is not None and self.settled()):
             self.wakeup.set()
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -29,6 +29,7 @@ from eclaw.stats import Stats
 __all__ = ["Batched", "EventBus", "Handler"]
 
 logger = logging.getLogger(__name__)
+_CRAWL = Event.__dict__["crawl"]  # the slot's descriptor: sets a frozen event's crawl without object.__setattr__
 
 E = TypeVar("E", bound=Event)
 P = TypeVar("P")
@@ -86,8 +87,11 @@ class EventBus:
         plan = self._plan(kind)
         if plan:
             make = batched.make
-            for payload in payloads:
-                await self._run(plan, make(payload, context))
+            if any(is_async for _, is_async in plan):
+                for payload in payloads:
+                    await self._run(plan, make(payload, context))
+            else:  # plain functions (the trace, the metrics): no coroutine per link
+                self._run_sync(plan, (make(payload, context) for payload in payloads))
         await batched.owner(list(payloads), context)
 
     async def notify(self, event: Event) -> None:
@@ -109,6 +113,17 @@ class EventBus:
                 if handler is self._owners.get(type(event)):
                     raise  # an owner's failure is the owner's to handle: it is not a subscriber's bug
                 self.failed(handler, event, exc)
+
+    def _run_sync(self, plan: tuple[tuple[Handler, bool], ...], events: Iterable[Event]) -> None:
+        """:meth:`_run` for a batch's events when every handler is a plain function (none is an owner)."""
+        set_crawl, crawl = _CRAWL.__set__, self._crawl
+        for event in events:
+            set_crawl(event, crawl)  # a batch's events are new: none has its crawl yet
+            for handler, _ in plan:
+                try:
+                    handler(event)
+                except Exception as exc:
+                    self.failed(handler, event, exc)
 
     def failed(self, handler: Any, event: Event, exc: Exception) -> None:
         """A subscriber raised: log it with its traceback, count it, carry on."""

@@ -92,10 +92,11 @@ class CallbackRunner:
         else:
             reason = f"callback error: {exc.reason if isinstance(exc, NotTextResponse) else type(exc).__name__}"
         saved = await self._snapshot(request, response, exc, reason)
+        shown = redact_url(response.url)
         if ours:
-            logger.error("callback failed for %s: %s%s", response.url, exc, saved)
+            logger.error("callback failed for %s: %s%s", shown, exc, saved)
         else:
-            logger.error("callback failed for %s: %s: %s%s", response.url, type(exc).__name__, exc, saved, exc_info=exc)
+            logger.error("callback failed for %s: %s: %s%s", shown, type(exc).__name__, exc, saved, exc_info=exc)
         await self._bus.publish(RequestFailed(request=request, reason=reason, error=exc))
 
     async def _no_items(self, request: Request, response: Response) -> None:

@@ -274,7 +274,15 @@ class Crawl:
             self.stats.requests_pending += 1
             self.activity.check()
         else:
-            self.activity.spawn(self.intake.requeue([request]))
+            self.activity.requeuing += 1  # counted until queued: the crawl must not end in between
+            self.activity.spawn(self._requeue(request))
+
+    async def _requeue(self, request: Request) -> None:
+        try:
+            await self.intake.requeue([request])
+        finally:
+            self.activity.requeuing -= 1
+            self.activity.check()
 
     def _item_done(self) -> None:
         if self._completions is not None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aiohttp import web
 from redis.asyncio import Redis
 
 from eclaw.demo.site import expected_products
@@ -167,3 +168,47 @@ async def test_redis_gone_for_good_pauses_the_worker_and_keeps_the_frontier(tmp_
             await ended(await eclaw(tmp_path, "worker", *spider))
             items = await stored_items(server, "state-site")
     assert set(item["page"] for item in items) == expected()[0]
+
+
+WIDE_SPIDER = """
+from eclaw import Spider
+
+class Wide(Spider):
+    name = "wide"
+
+    def __init__(self, base_url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [base_url + "/"]
+
+    def parse(self, response):
+        yield {"page": response.url.rsplit("/", 1)[-1]}
+        yield from response.follow_all(css="a")
+"""
+
+
+async def test_hundreds_of_downloads_ending_at_once_wait_for_redis_connections(tmp_path: Path) -> None:
+    """300 slow pages in flight in one worker end together: each returns its host slot to Redis at
+    the same moment, more calls at once than a client has connections. They queue for one."""
+    pages = 300
+
+    async def home(request: web.Request) -> web.Response:
+        links = "".join(f'<a href="/w/{n}">{n}</a>' for n in range(pages))
+        return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+
+    async def page(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.3)
+        return web.Response(text="<html><p>leaf</p></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", home)
+    app.router.add_get("/w/{n}", page)
+    (tmp_path / "wide.py").write_text(WIDE_SPIDER)
+    async with serve(app) as base:
+        with redis_server(tmp_path) as server:
+            spider = [str(tmp_path / "wide.py"), "-a", f"base_url={base}", "--redis", server.url]
+            await ended(await eclaw(tmp_path, "seed", *spider))
+            limits = ["-s", f"concurrency={pages}", "-s", f"concurrency_per_domain={pages}"]
+            output = await ended(await eclaw(tmp_path, "worker", *spider, *limits))
+            items = await stored_items(server, "wide")
+    assert "Too many connections" not in output and "unreachable" not in output, output[-2000:]
+    assert len(items) == pages + 1

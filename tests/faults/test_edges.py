@@ -31,7 +31,7 @@ WRONG_TYPE = SPIDER + '    custom_settings = {"retries": "many"}\n'
         (NOT_CALLABLE, [], "Request callback must be callable, got 'parse'"),
         (WRONG_TYPE, [], "spider 'a': setting 'retries' must be an integer"),
         (SPIDER, ["-s", "proxies=127.0.0.1:3128"], "bad proxy '127.0.0.1:3128': no scheme"),
-        (SPIDER, ["-s", "proxies=socks5://u:pw@10.0.0.1:1080"], "socks5 proxies are not supported"),
+        (SPIDER, ["-s", "proxies=ftp://u:pw@10.0.0.1:21"], "ftp proxies are not supported"),
         (SPIDER, ["-s", "store=/proc/no-such-dir/{spider}.sqlite"], "cannot open the store /proc/no-such-dir/a.sqlite"),
         (SPIDER, ["-s", "http_cache=/proc/no-such-dir"], "http cache /proc/no-such-dir/http-cache.sqlite"),
     ],

@@ -1,0 +1,93 @@
+"""Workers tell each other at once (Redis pub/sub) that work has come or that the crawl is over,
+rather than each finding out at its next heartbeat: heartbeats are stopped here, so only the
+wake-ups can tell them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from eclaw import Request, Settings, Spider
+from eclaw.cluster.frontier import RedisScheduler
+from tests.cluster.servers import RedisServer, redis_server
+
+
+class Catalogue(Spider):
+    name = "wakeups"
+
+
+class Worker:
+    """A frontier as one worker holds it, with its heartbeat stopped; ``woken`` is set when told."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.scheduler = RedisScheduler(url, seed=False, worker=name)
+        self.woken = asyncio.Event()
+
+    async def open(self, settings: Settings) -> None:
+        await self.scheduler.open(Catalogue(), settings, self.woken.set)
+        assert self.scheduler._beat is not None
+        self.scheduler._beat.cancel()  # no heartbeats from here on
+        self.woken.clear()
+
+    async def told(self) -> None:
+        await asyncio.wait_for(self.woken.wait(), 5)
+        self.woken.clear()
+
+
+@asynccontextmanager
+async def two_workers(server: RedisServer) -> AsyncIterator[tuple[Worker, Worker]]:
+    settings = Settings(concurrency=4, concurrency_per_domain=4)
+    seeder = RedisScheduler(server.url, seed=True, worker="seed")
+    await seeder.open(Catalogue(), settings, lambda: None)
+    await seeder.enqueue([Request("http://127.0.0.1:1/start")])
+    await seeder.close()
+    first, second = Worker(server.url, "first"), Worker(server.url, "second")
+    await first.open(settings)
+    await second.open(settings)
+    try:
+        yield first, second
+    finally:
+        await second.scheduler.close()
+        await first.scheduler.close()
+
+
+async def test_an_idle_worker_hears_of_new_work_and_of_the_end(tmp_path: Path) -> None:
+    with redis_server(tmp_path) as server:
+        async with two_workers(server) as (first, second):
+            start = await first.scheduler.next_request()
+            assert start is not None
+            assert await second.scheduler.next_request() is None  # nothing left: "second" idles
+            assert second.scheduler.pending() == 1  # ... while "first" holds the start page
+
+            await first.scheduler.enqueue([Request("http://127.0.0.1:1/a"), Request("http://127.0.0.1:1/b")])
+            await second.told()  # the links landed in an empty queue
+            link = await second.scheduler.next_request()
+            assert link is not None and link.url == "http://127.0.0.1:1/a"
+            later = await first.scheduler.next_request()
+            assert later is not None and later.url == "http://127.0.0.1:1/b"
+
+            await first.scheduler.done(start)
+            await first.scheduler.done(later)
+            await asyncio.sleep(0.2)
+            assert not second.woken.is_set()  # "second" still holds /a: not the end
+            await second.scheduler.done(link)  # the crawl's last lease
+            await first.told()
+            await second.told()
+            assert first.scheduler.pending() == 0 and second.scheduler.pending() == 0
+
+
+async def test_wake_ups_come_back_after_redis_restarts(tmp_path: Path) -> None:
+    with redis_server(tmp_path) as server:
+        async with two_workers(server) as (first, second):
+            start = await first.scheduler.next_request()
+            assert start is not None and await second.scheduler.next_request() is None
+            server.stop()  # its append-only file keeps the frontier
+            await asyncio.sleep(0.3)
+            server.start()
+            await second.told()  # subscribed again: it asks Redis at once, in case it missed something
+            await first.scheduler.enqueue([Request("http://127.0.0.1:1/after")])
+            await second.told()
+            taken = await second.scheduler.next_request()
+            assert taken is not None and taken.url == "http://127.0.0.1:1/after"
