@@ -28,6 +28,7 @@ __all__ = ["CHALLENGE_MARKERS", "Ladder"]
 logger = logging.getLogger(__name__)
 
 _SCAN = 65_536  # bytes of a page searched for a marker
+_PINS = ("fetcher", "rung")  # what the ladder puts in a request's meta for the fetch it chose
 
 
 class Ladder:
@@ -167,7 +168,9 @@ class Ladder:
             self.rungs.banned_again(host)
             return None
         self._count(str(used), "banned")
-        return request.replace(dont_filter=True)
+        # without the rung this fetch was pinned to: the ladder picks the host's new rung for it
+        meta = {key: value for key, value in request.meta.items() if key not in _PINS}
+        return request.replace(dont_filter=True, meta=meta)
 
     async def _report(self, change: Change | None) -> None:
         if change is not None and self._crawl is not None:
