@@ -36,14 +36,17 @@ class Ladder:
 
     A host starts on its base rung (the fetcher ``fetchers`` or the spider gives it, else the
     first). A ban — a status in ``ban_statuses`` whose page has a challenge marker
-    (``ban_pattern``), ``is_banned(response)`` (yours, or the spider's ``is_banned``), or a
-    page that yields no item where the spider expects some (``expect_items``) — moves the host
-    one rung up and fetches the page again there at once; after ``quiet`` seconds without a ban
-    the host drifts one rung down (banned again there, its quiet period doubles). Requests that
-    name their fetcher (``render=True``, ``meta["fetcher"]``) are left alone.
+    (``ban_pattern``) or ``is_banned(response)`` (yours, or the spider's ``is_banned``) — moves
+    the host one rung up and fetches the page again there at once; after ``quiet`` seconds
+    without a ban the host drifts one rung down (banned again there, its quiet period doubles).
+    A page that yields no item where the spider expects some (``expect_items``) is fetched
+    again one rung up by itself; its host follows once most of its pages come empty (see
+    :mod:`eclaw.downloaders.rungs`). Requests that name their fetcher (``render=True``,
+    ``meta["fetcher"]``) are left alone.
 
     Each move is a :class:`~eclaw.events.FetcherChanged` event (in the trace and the report);
-    the stats count pages, bans and CPU milliseconds per fetcher (``fetcher browser pages``...).
+    the stats count pages, bans, empty pages and CPU milliseconds per fetcher
+    (``fetcher browser pages``, ``fetcher plain banned``, ``fetcher plain empty``, ``fetcher browser cpu ms``).
     With ``--redis`` the rungs are shared by the workers; with ``--state`` they are saved.
 
     Args:
@@ -114,6 +117,10 @@ class Ladder:
         host = url_host(request.url)
         rung, change = self.rungs.current(host)
         await self._report(change)
+        floor = meta.get("rung") if meta else None  # an empty page fetched again a rung up
+        if floor in self.names:
+            rung = max(rung, self.names.index(str(floor)))
+        self.rungs.fetched(host, rung)
         while True:
             name = self.names[rung]
             response, error = await self._fetch(request, name, call_next)
@@ -154,23 +161,21 @@ class Ladder:
         return None
 
     async def retry_empty(self, request: Request, response: Response) -> Request | None:
-        """A page expected to yield items yielded none: move its host up and fetch it again there,
-        unless it was not fetched through the ladder or its host is on the top rung already."""
+        """A page expected to yield items yielded none: fetch it again one rung up (its host follows
+        when most of its pages come empty); ``None`` if it was not fetched through the ladder or was
+        fetched on the top rung already."""
         meta = response.request._meta
         used = meta.get("rung") if meta else None
         if used not in self.names:
             return None
         rung = self.names.index(str(used))
-        host = url_host(request.url)
-        higher, change = self.rungs.escalate(host, rung, "no items")
-        await self._report(change)
-        if higher == rung:
-            self.rungs.banned_again(host)
+        self._count(str(used), "empty")
+        if rung + 1 >= len(self.names):
             return None
-        self._count(str(used), "banned")
-        # without the rung this fetch was pinned to: the ladder picks the host's new rung for it
-        meta = {key: value for key, value in request.meta.items() if key not in _PINS}
-        return request.replace(dont_filter=True, meta=meta)
+        await self._report(self.rungs.empty(url_host(request.url), rung))
+        # the page alone goes one rung up; the fetcher this fetch was pinned to goes
+        again = {key: value for key, value in request.meta.items() if key not in _PINS}
+        return request.replace(dont_filter=True, meta=again | {"rung": self.names[rung + 1]})
 
     async def _report(self, change: Change | None) -> None:
         if change is not None and self._crawl is not None:

@@ -7,13 +7,14 @@ empty until JavaScript runs, and one that a plain client reads fine.
   without the ``sec-ch-ua`` header of a real Chrome with a 403 "Just a moment..." challenge
   page (the impersonate fetcher sends it, the plain one does not). ``wall_until`` lifts the
   wall after that many challenges (a wall that goes away, for the drift down).
-- ``events`` (127.0.0.3): an agenda whose list and event pages are built by a script from a
-  JSON API: a plain or impersonating client gets an empty shell.
-- ``news`` (127.0.0.4): plain HTML news items.
+- ``events`` (127.0.0.3): an agenda whose list and event pages are filled in by a script
+  of the page's own: a plain or impersonating client gets an empty shell.
+- ``news`` (127.0.0.4): plain HTML news items, but for the last story, which a script writes
+  (one page in nine needs the browser: the page climbs, the host does not).
 
 ``hits`` counts what each host was asked for, by kind of client: ``plain``, or ``chrome``
 (one that sends Chrome's ``sec-ch-ua``: curl impersonating Chrome, or Chromium itself); and
-``events api``, the agenda's API, which only a browser running the page's script calls.
+``events api``, the agenda's scripts, which only a browser loads.
 """
 
 from __future__ import annotations
@@ -32,16 +33,7 @@ CHALLENGE = (
     "<div id='cf-chl-widget'>Checking your browser before accessing the library.</div></body></html>"
 )
 SHELL = """<!doctype html><html><head><meta charset="utf-8"><title>Agenda</title></head>
-<body><main id="app"></main><script>
-fetch('/api' + location.pathname).then(r => r.json()).then(data => {
-  const app = document.getElementById('app');
-  if (data.events) {
-    app.innerHTML = data.events.map(e => `<a class="event" href="/events/${e.id}">${e.title}</a>`).join(' ');
-  } else {
-    app.innerHTML = `<h1 class="title">${data.title}</h1><p class="when">${data.when}</p>`;
-  }
-});
-</script></body></html>"""
+<body><main id="app"></main><script src="/api{path}.js"></script></body></html>"""  # the script fills #app
 
 
 def client(request: web.Request) -> str:
@@ -84,24 +76,25 @@ class Town:
     def events(self) -> web.Application:
         async def shell(request: web.Request) -> web.Response:
             self.hits[f"events {client(request)}"] += 1
-            return web.Response(text=SHELL, content_type="text/html")
+            return web.Response(text=SHELL.format(path=request.path), content_type="text/html")
+
+        def script(html: str) -> web.Response:
+            self.hits["events api"] += 1
+            return web.Response(text=f"document.getElementById('app').innerHTML = {json.dumps(html)};",
+                                content_type="application/javascript")  # fmt: skip
 
         async def api_list(request: web.Request) -> web.Response:
-            self.hits["events api"] += 1
-            rows = [{"id": n, "title": f"Fête n°{n}"} for n in range(EVENTS)]
-            return web.Response(text=json.dumps({"events": rows}), content_type="application/json")
+            return script(" ".join(f"<a class='event' href='/events/{n}'>Fête n°{n}</a>" for n in range(EVENTS)))
 
         async def api_event(request: web.Request) -> web.Response:
-            self.hits["events api"] += 1
-            n = request.match_info["n"]
-            body = {"title": f"Fête n°{n}", "when": f"2026-12-{int(n) + 1:02d}"}
-            return web.Response(text=json.dumps(body), content_type="application/json")
+            n = int(request.match_info["n"])
+            return script(f"<h1 class='title'>Fête n°{n}</h1><p class='when'>2026-12-{n + 1:02d}</p>")
 
         app = web.Application()
         app.router.add_get("/events", shell)
         app.router.add_get("/events/{n}", shell)
-        app.router.add_get("/api/events", api_list)
-        app.router.add_get("/api/events/{n}", api_event)
+        app.router.add_get("/api/events.js", api_list)
+        app.router.add_get("/api/events/{n}.js", api_event)
         return app
 
     def news(self) -> web.Application:
@@ -112,7 +105,11 @@ class Town:
 
         async def story(request: web.Request) -> web.Response:
             self.hits[f"news {client(request)}"] += 1
-            return page(f"<html><body><h2 class='title'>Brève {request.match_info['n']} : déjà vu</h2></body></html>")
+            n = request.match_info["n"]
+            title = f"<h2 class='title'>Brève {n} : déjà vu</h2>"
+            if n == str(NEWS - 1):  # written by a script: empty for any client that does not run it
+                return page(f"<html><body><script>document.write({json.dumps(title)})</script></body></html>")
+            return page(f"<html><body>{title}</body></html>")
 
         app = web.Application()
         app.router.add_get("/", listing)

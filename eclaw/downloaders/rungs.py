@@ -6,6 +6,12 @@ seconds without a ban it drifts one rung down, and if it is banned again there i
 quiet period doubles (up to a day), so a host that needs the browser does not flap.
 Only hosts that were banned are kept (until they have been quiet on their base rung
 for a quiet period): a crawl of a million hosts that never escalate holds nothing here.
+
+An empty page (no items where the spider expects some) is a page's signal, not the
+host's: the page alone is fetched again one rung up. The host follows only once
+most of its pages come empty — ``EMPTY_PAGES`` empty pages on its rung, and at
+least half of the pages it fetched there since the first of them — so a site
+where one page in twenty needs the browser renders those pages only.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from eclaw.exceptions import ConfigError
 __all__ = ["Change", "HostRung", "Rungs", "parse_rungs"]
 
 MAX_QUIET = 86_400.0
+EMPTY_PAGES = 3  # empty pages on a host's rung before the host itself moves up
+EMPTY_WINDOW = 40  # pages after which a host's count of empty pages starts again
 
 
 @dataclass
@@ -82,6 +90,7 @@ class Rungs:
         self._base = base
         self._clock = clock
         self._hosts: dict[str, HostRung] = {}
+        self._trials: dict[str, list[int]] = {}  # host -> [rung, pages, empty pages]: hosts with empty pages
         self.dirty: set[str] = set()  # hosts changed here since the last sync with other workers
 
     def __len__(self) -> int:
@@ -123,6 +132,30 @@ class Rungs:
             state.rung, state.since, state.drifted = used + 1, now, False
         self.dirty.add(host)
         return used + 1, Change(host, self.names[used], self.names[used + 1], reason)
+
+    def fetched(self, host: str, rung: int) -> None:
+        """A page of ``host`` is being fetched on ``rung`` (counted only for hosts with empty pages)."""
+        trial = self._trials.get(host)
+        if trial is not None and trial[0] == rung:
+            trial[1] += 1
+            if trial[1] >= EMPTY_WINDOW:  # a few empty pages among many: the page's business, not the host's
+                del self._trials[host]
+
+    def empty(self, host: str, used: int) -> Change | None:
+        """A page of ``host`` fetched with rung ``used`` came empty (it is fetched again a rung up):
+        the change if this moved the host too (most of its pages there come empty)."""
+        rung, _ = self.current(host)
+        if used != rung:  # fetched above the host's rung already, or the host moved since
+            return None
+        trial = self._trials.get(host)
+        if trial is None or trial[0] != rung:
+            trial = self._trials[host] = [rung, 1, 0]
+        trial[2] += 1
+        if trial[2] < EMPTY_PAGES or trial[2] * 2 < trial[1]:
+            return None
+        del self._trials[host]
+        pages = max(trial[1], trial[2])  # pages fetched before the first empty one came back are not counted
+        return self.escalate(host, used, f"no items on {trial[2]} of {pages} pages")[1]
 
     def banned_again(self, host: str) -> None:
         """A ban on the host's current rung (nowhere higher to go): its quiet period starts again."""
