@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.downloaders.browser import find_chromium
@@ -124,6 +125,40 @@ async def test_each_host_climbs_to_the_fetcher_it_needs_and_no_higher(tmp_path: 
     }
     html = render_report(records)
     assert "Pages per fetcher" in html and "127.0.0.3" in html and "plain &rarr; impersonate" in html
+    assert "CPU seconds per fetcher" in html and ">browser<" in html
+    closed = next(r for r in records if r["event"] == "SpiderClosed")
+    assert closed["fetchers"]["fetcher browser pages"] == EVENTS + 2  # the stats, in the trace for the report
+
+
+def walled(status: int, marker: bool) -> web.Application:
+    """Any client but Chrome gets ``status``, with a challenge page or a plain notice; Chrome gets the page."""
+
+    async def page(request: web.Request) -> web.Response:
+        if "sec-ch-ua" in request.headers:
+            return web.Response(text="<html><h2 class='title'>Brève 1</h2></html>", content_type="text/html")
+        text = "<title>Attention Required!</title><div>captcha</div>" if marker else "<p>Forbidden for everyone</p>"
+        return web.Response(text=text, status=status, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/story/1", page)
+    return app
+
+
+@pytest.mark.parametrize(("status", "marker", "moved"), [(403, True, True), (429, True, True), (503, True, True),
+                                                         (403, False, False), (404, True, False)])  # fmt: skip
+async def test_a_ban_status_with_a_challenge_moves_the_host_and_a_plain_error_does_not(
+    status: int, marker: bool, moved: bool
+) -> None:
+    class One(TownSpider):
+        async def start_requests(self) -> AsyncIterator[Request]:
+            yield Request(self.sites["news"] + "/story/1", callback=self.parse_story)
+
+    async with serve(walled(status, marker), host="127.0.0.5") as base:
+        settings = Settings(ladder="plain,impersonate", retries=0)
+        items, stats = await collect(One, engine=Engine(settings), sites={"news": base})
+    assert (kinds(items) == {"story": 1}) is moved
+    assert stats.counters["fetcher changes"] == int(moved)
+    assert stats.failed_by_reason == ({} if moved else {f"http {status}": 1})
 
 
 async def test_a_quiet_host_drifts_down_and_one_banned_again_stays_up_longer() -> None:
@@ -192,6 +227,21 @@ async def test_rungs_are_shared_by_the_workers_of_a_redis_crawl(tmp_path: Path) 
         finally:
             await first.close()
             await second.close()
+
+
+async def test_a_host_one_worker_moved_is_fetched_higher_by_the_next_worker(tmp_path: Path) -> None:
+    site = Town()
+    async with town(site) as sites:
+        with redis_server(tmp_path) as redis:
+            shared = {"ladder": "plain,impersonate", "scheduler_url": redis.url, "concurrency": 1, "store": ""}
+            first = Engine(Settings(**shared, max_pages=3))  # type: ignore[arg-type]
+            _, one = await collect(TownSpider, engine=first, sites=sites, only="library")
+            _, two = await collect(TownSpider, engine=Engine(Settings(**shared)), sites=sites, only="library")  # type: ignore[arg-type]
+    assert one.counters["fetcher changes"] == 1 and one.counters["fetcher plain pages"] == 1
+    # the second worker took the library's rung from Redis: no challenge, not one plain fetch
+    assert two.counters["fetcher changes"] == 0 and two.counters["fetcher plain pages"] == 0
+    assert two.counters["fetcher impersonate pages"] > 0 and site.hits["library plain"] == 1
+    assert site.challenges == 1
 
 
 async def test_requests_that_name_their_fetcher_and_bad_ladders(tmp_path: Path) -> None:
