@@ -10,7 +10,7 @@ VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version
 # $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
 python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad bench-ladder soak frontier cluster-bench bench-processes clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,10 @@ bench: $(STAMP)
 bench-broad: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.broad $(BENCH_ARGS)
+
+## bench-ladder: CPU of the escalation ladder where 5 % of 1,000 pages need the browser, against routing them by hand
+bench-ladder: $(STAMP) test-servers
+	$(BIN)/python -m bench.ladder $(BENCH_ARGS)
 
 ## soak: 10 minutes against an endless local site full of faults, sampling RSS (not in CI)
 soak: $(STAMP)
