@@ -148,8 +148,9 @@ class Settings:
         snapshots_max_bytes: ... and bytes.
         ladder: the escalation ladder (docs/ladder.md): fetchers lowest first, such as
             ``plain,impersonate,browser``; a host moves one rung up when banned (a 403/429/503 with
-            a challenge marker, the spider's ``is_banned``, no items where ``expect_items`` wants
-            some) and one down after ``ladder_quiet`` seconds without a ban; empty is off.
+            a challenge marker, the spider's ``is_banned``) and one down after ``ladder_quiet``
+            seconds without a ban; a page with no items where ``expect_items`` wants some climbs
+            alone (its host follows once most of its pages do); empty is off.
         ladder_quiet: seconds without a ban before a host drifts one rung down (doubled each time
             it is banned again on the rung it came down to).
         ladder_ban_pattern: the challenge markers searched in a 403/429/503 page (a regex).
