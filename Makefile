@@ -10,7 +10,7 @@ VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version
 # $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
 python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes bench-browser bench-costs clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes bench-browser bench-costs bench-ladder clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -104,6 +104,10 @@ bench-broad: $(STAMP)
 bench-costs: $(STAMP)
 	$(BIN)/python -m bench.run --contenders eclaw,eclaw-observed,eclaw-state,eclaw-nostore --scaling '' --no-micro \
 	  --pages 10000 --repeats 5 --out bench/results/costs.json $(COSTS_ARGS)
+
+## bench-ladder: CPU of the escalation ladder where 5 % of 1,000 pages need the browser, against routing them by hand
+bench-ladder: $(STAMP) test-servers
+	$(BIN)/python -m bench.ladder $(BENCH_ARGS)
 
 ## soak: 10 minutes against an endless local site full of faults, sampling RSS (not in CI)
 soak: $(STAMP)

@@ -44,7 +44,18 @@ if TYPE_CHECKING:
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 
-__all__ = ["Closes", "CrawlContext", "Fetch", "Handler", "ItemPipeline", "Middleware", "Opens", "Resumable", "Watcher"]
+__all__ = [
+    "Closes",
+    "CrawlContext",
+    "Fetch",
+    "Handler",
+    "ItemPipeline",
+    "Middleware",
+    "Opens",
+    "Resumable",
+    "RetriesEmptyPages",
+    "Watcher",
+]
 
 Fetch = Callable[[Request], Awaitable[Response]]
 Handler = Callable[[Any], Awaitable[None] | None]  # an event handler: async, or plain for quick bookkeeping
@@ -144,6 +155,16 @@ class Resumable(Protocol):
         """Make what was written so far durable before a checkpoint records it."""
 
 
+
+
+@runtime_checkable
+class RetriesEmptyPages(Protocol):
+    """A middleware that can fetch a page again another way when it yielded no item where the
+    spider expects some (``expect_items``): the escalation ladder moves its host to a stronger fetcher."""
+
+    async def retry_empty(self, request: Request, response: Response) -> Request | None:
+        """The request to fetch again (it replaces ``request``; the page's ``no items`` is then not a
+        failure), or ``None`` to let it fail."""
 
 
 class Watcher(Protocol):

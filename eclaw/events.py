@@ -21,6 +21,7 @@ ItemDropped         pipeline runner (DropItem, a failure)   accounting
 ResponseParsed      callback runner, the callback finished  accounting (terminal: parsed)
 RequestFailed       fetcher, callback runner                accounting (final = terminal), errback
 RequestDropped      intake, fetcher (IgnoreRequest)         accounting (terminal: dropped)
+FetcherChanged      the escalation ladder (a host's fetcher)  - (notification: trace, report)
 ItemNew, ItemUpdated,  the SQLite store, against earlier runs  - (notifications: a recrawl's report)
 ItemUnchanged, ItemGone
 SpiderOpened        the crawl, before the first request     - (notification)
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EngineIdle",
     "Event",
+    "FetcherChanged",
     "ItemDelta",
     "ItemDropped",
     "ItemEvent",
@@ -224,6 +226,18 @@ class ItemGone(Event):
     kind: str
     key: str
     item: Any
+
+
+@_fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetcherChanged(Event):
+    """The escalation ladder moved ``host`` from the fetcher ``previous`` to ``fetcher``: up after a
+    ban (``reason`` says which signal), or down after a quiet period (``reason`` says how long)."""
+
+    host: str
+    previous: str
+    fetcher: str
+    reason: str
 
 
 @_fast_init

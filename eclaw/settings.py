@@ -24,6 +24,13 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+# what bot walls put in the pages they answer with (Cloudflare, PerimeterX, Imperva, DataDome, Akamai...)
+CHALLENGE_MARKERS = (
+    r"(?i)captcha|challenge-platform|cf-chl|just a moment\.\.\.|attention required|_incapsula_resource"
+    r"|datadome|px-block|access denied|are you a robot|unusual traffic"
+)
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """Every knob of a crawl, validated on creation.
@@ -139,6 +146,14 @@ class Settings:
             log line names it; ``{spider}``, ``{run_key}`` filled in; empty is off.
         snapshots_max: snapshots the folder keeps (a run keeps its first ones, evicting older runs').
         snapshots_max_bytes: ... and bytes.
+        ladder: the escalation ladder (docs/ladder.md): fetchers lowest first, such as
+            ``plain,impersonate,browser``; a host moves one rung up when banned (a 403/429/503 with
+            a challenge marker, the spider's ``is_banned``) and one down after ``ladder_quiet``
+            seconds without a ban; a page with no items where ``expect_items`` wants some climbs
+            alone (its host follows once most of its pages do); empty is off.
+        ladder_quiet: seconds without a ban before a host drifts one rung down (doubled each time
+            it is banned again on the rung it came down to).
+        ladder_ban_pattern: the challenge markers searched in a 403/429/503 page (a regex).
 
     A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
     running the same command again goes on, with a fresh budget for the new run.
@@ -220,6 +235,10 @@ class Settings:
     snapshots: str = "eclaw-data/{spider}/snapshots"
     snapshots_max: int = 50
     snapshots_max_bytes: int = 50_000_000
+    # -- the escalation ladder (issue 19)
+    ladder: str = ""
+    ladder_quiet: float = 300.0
+    ladder_ban_pattern: str = CHALLENGE_MARKERS
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -262,9 +281,13 @@ class Settings:
         host_map(self.host_delay, "host_delay", float)
         if self.read_timeout < 0:
             raise ConfigError(f"setting 'read_timeout' must not be negative, got {self.read_timeout!r}")
-        for name in ("connect_timeout", "timeout", "checkpoint_interval", "lease_timeout"):
+        for name in ("connect_timeout", "timeout", "checkpoint_interval", "lease_timeout", "ladder_quiet"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"setting {name!r} must be positive, got {getattr(self, name)!r}")
+        try:
+            re.compile(self.ladder_ban_pattern)
+        except re.error as exc:
+            raise ConfigError(f"setting 'ladder_ban_pattern' is not a regular expression: {exc}") from None
         for number, entry in enumerate(e.strip() for e in self.http_auth.split(",")):
             if entry and not re.fullmatch(r"[^:@]+:.*@[^@/]+", entry):  # the message names no password
                 raise ConfigError(f"setting 'http_auth': entry {number + 1} must be USER:PASSWORD@HOST")

@@ -153,6 +153,12 @@ class Spider:
             return self._crawl_rules.parse(response, None)
         raise ConfigError(f"spider {self.name!r} does not define parse(); got {response.url}")
 
+    def is_banned(self, response: Response) -> bool:
+        """Your own test of a ban (a login wall, a page of nothing but a notice...): the escalation
+        ladder moves the page's host to a stronger fetcher, the ``Sessions`` middleware retires the
+        session. Called on each response while one of them is in use; the default says never."""
+        return False
+
     def _parse_rule(self, response: Response) -> Iterable[object] | AsyncIterator[object]:
         """Callback of the pages a rule found: the rule's callback, then (if it follows) the rules."""
         return self._crawl_rules.parse(response, response.meta.get("rule"))

@@ -15,6 +15,7 @@ from eclaw.contracts import Fetch, Middleware
 from eclaw.http import Request, Response
 from eclaw.middlewares.default_headers import DefaultHeaders
 from eclaw.middlewares.http_cache import HttpCache
+from eclaw.middlewares.ladder import Ladder
 from eclaw.middlewares.proxy import Proxy
 from eclaw.middlewares.retry import Retry
 from eclaw.middlewares.robots import Robots
@@ -28,6 +29,7 @@ __all__ = [
     "DefaultHeaders",
     "Defaults",
     "HttpCache",
+    "Ladder",
     "Proxy",
     "Retry",
     "Robots",
@@ -54,7 +56,7 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
 
     ``Retry`` (unless ``retries=0``), ``Robots`` (if ``obey_robots``),
     ``HttpCache`` (if ``http_cache``; revalidating, if ``incremental``), ``Throttle`` (if ``autothrottle``),
-    ``Sessions`` (if ``sessions``), ``UserAgent``, ``Proxy`` (if ``proxies``).
+    ``Sessions`` (if ``sessions``), ``UserAgent``, ``Proxy`` (if ``proxies``), ``Ladder`` (if ``ladder``).
 
     Without ``settings``: ``[Defaults()]``, the place-holder an engine fills per
     crawl from that crawl's settings (``Engine(middlewares=[*defaults(), mine])``).
@@ -76,4 +78,6 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
     chain.append(UserAgent())
     if settings.proxies:
         chain.append(Proxy.from_setting(settings.proxies))
+    if settings.ladder:
+        chain.append(Ladder.from_settings(settings))  # innermost: a ban is fetched again with the same headers, proxy
     return chain

@@ -47,7 +47,7 @@ class Sessions:
         max_errors: error score at which a session is retired.
         ban_statuses: statuses that mean "this session is banned".
         ban_pattern: a regular expression searched in the page's text.
-        is_banned: your own test of a response.
+        is_banned: your own test of a response (default: the spider's ``is_banned``).
         user_agents: each new session takes the next of these.
         proxies: each new session takes the next of these proxy URLs.
         max_rotations: fresh sessions a request is tried on before it fails.
@@ -78,6 +78,7 @@ class Sessions:
         return f"Sessions(size={self.pool.size})"
 
     async def open(self, crawl: CrawlContext) -> None:
+        self.is_banned = self.is_banned or crawl.spider.is_banned
         self.pool.jars = crawl.cookies
         self.pool.counts = crawl.stats.counters
 

@@ -45,6 +45,7 @@ def test_namespaces() -> None:
         "DefaultHeaders",
         "Defaults",
         "HttpCache",
+        "Ladder",
         "Proxy",
         "Retry",
         "Robots",

@@ -14,8 +14,6 @@ kept in Redis. See :mod:`eclaw.redis_lua` for the keys.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import math
 import os
@@ -26,9 +24,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from eclaw.cluster import lua as redis_lua
 from eclaw.cluster.sink import ClusterSink
+from eclaw.cluster.waits import Waits
 from eclaw.cluster.wakeups import Wakeups
 from eclaw.exceptions import ConfigError, EclawError, NotSerialisable, RedisLost
 from eclaw.frontier.base import check_request, fingerprint, host_overrides
+from eclaw.frontier.dupefilter import RecentSet, recent_key
 from eclaw.frontier.serial import dumps, loads
 from eclaw.http import Request
 from eclaw.http.urls import redact_url, url_host
@@ -63,7 +63,7 @@ async def connect(url: str) -> Redis:
     # raises "Too many connections" once more than 100 downloads release their slots at the same moment
     options = {"decode_responses": True, "socket_connect_timeout": 3, "socket_timeout": 10}
     pool = BlockingConnectionPool.from_url(url, max_connections=_CONNECTIONS, timeout=None, **options)
-    client = Redis(connection_pool=pool)
+    client = Redis.from_pool(pool)  # owns the pool: aclose() closes its connections
     try:
         await client.ping()
     except (RedisError, OSError) as exc:
@@ -90,8 +90,10 @@ class RedisScheduler:
         self.prefix = ""
         self.counts = (0, 0, 0)  # queued, leased (every worker), seeded: refreshed by the heartbeat
         self.reclaimed = 0  # requests given back from workers presumed dead
-        self._waiting: list[tuple[float, int, Request]] = []  # leased, waiting for a slot on their host
-        self._seq = itertools.count()
+        self._waits = Waits(self._wake_crawl)  # leased, waiting for their host
+        # URLs this worker already put through the shared filter: a repeated link is a duplicate
+        # without a round trip (most links on a site are repeats)
+        self._recent = RecentSet()
         self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
         self._delays: dict[str, float] = {}
         self._limits: dict[str, int] = {}  # per-host concurrency over concurrency_per_domain
@@ -100,7 +102,6 @@ class RedisScheduler:
         self._wakeups: Wakeups | None = None
         self._bloom: tuple[int, int] = (0, 0)  # bits, hashes
         self._wake: Callable[[], None] = lambda: None
-        self._timer: asyncio.TimerHandle | None = None
         self._marked_seeded = False
         self._lost = False
 
@@ -161,8 +162,7 @@ class RedisScheduler:
             await asyncio.gather(self._beat, return_exceptions=True)
         if self._wakeups is not None:
             await self._wakeups.stop()
-        if self._timer is not None:
-            self._timer.cancel()
+        self._waits.clear()
         if self.redis is not None:
             try:  # what this worker still holds goes back to the queue at once
                 await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
@@ -210,6 +210,9 @@ class RedisScheduler:
         if queued or not leased:
             self._wake()  # work to take, or maybe the end of the crawl
 
+    def _wake_crawl(self) -> None:
+        self._wake()  # looked up when called: the crawl's wake is given at open
+
     def _heard(self, message: str) -> None:
         """Another worker (or this one) said there is work to take, or that the crawl is done."""
         queued, leased, seeded = self.counts
@@ -234,7 +237,12 @@ class RedisScheduler:
         assert self.redis is not None
         reasons: list[str | None] = []
         calls: list[tuple[int, str, list[str], list[Any]]] = []
+        sent: dict[int, str] = {}  # index -> recent key, of the requests sent to the shared filter
         for index, request in enumerate(requests):
+            key = recent_key(request) if request._id >= 0 else None
+            if key is not None and key in self._recent:
+                reasons.append("duplicate")
+                continue
             reason = check_request(request, self._settings, self._allowed)
             if reason is None:
                 try:
@@ -246,18 +254,21 @@ class RedisScheduler:
             if reason is not None:
                 continue
             if request._id < 0:  # leased by this worker (a retry): back to the queue, with its new retry count
-                keys = ["leases:" + self.worker, "queue", "requests", "events"]
-                args = [-request._id, record, request.priority]
-                calls.append((index, "REQUEUE", keys, args))
+                names = ["leases:" + self.worker, "queue", "requests", "events"]
+                calls.append((index, "REQUEUE", names, [-request._id, record, request.priority]))
                 continue
             mode, marks = self._marks(request)
-            keys = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq", "events"]
-            calls.append((index, "ENQUEUE", keys, [mode, len(marks), *marks, record, request.priority]))
+            names = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq", "events"]
+            calls.append((index, "ENQUEUE", names, [mode, len(marks), *marks, record, request.priority]))
+            if key is not None:
+                sent[index] = key
         if calls:
             results = await self.call(lambda: self._pipelined(calls))
             for (index, script, _, _), result in zip(calls, results, strict=True):
                 if script == "ENQUEUE" and not result:
                     reasons[index] = "duplicate"
+            for key in sent.values():  # queued or a duplicate: either way in the shared filter now
+                self._recent.add(key)
             queued = sum(1 for result in results if result)
             self.counts = (self.counts[0] + queued, *self.counts[1:])
         if self.seed and not self._marked_seeded:
@@ -307,21 +318,20 @@ class RedisScheduler:
         settings = self._settings
         loop = asyncio.get_running_loop()
         while len(self._held) < settings.concurrency:
-            if self._waiting and self._waiting[0][0] <= loop.time():
-                _, _, request = heapq.heappop(self._waiting)
-            elif len(self._waiting) < settings.concurrency and self.counts[0]:
-                leased = await self._lease()
-                if leased is None:
+            request = self._waits.ready(loop.time())
+            if request is None:
+                if len(self._waits) >= settings.concurrency or not self.counts[0]:
                     return None
-                request = leased
-            else:
-                return None
+                request = await self._lease()
+                if request is None:
+                    return None
             if await self._acquire(request):
                 return request
         return None
 
     async def _lease(self) -> Request | None:
-        popped = await self._run("LEASE", ["queue", "requests", "leases:" + self.worker, "workers"], [1, self.prefix])
+        keys = ["queue", "requests", "leases:" + self.worker, "workers"]
+        popped = await self._run("LEASE", keys, [1, self.prefix])  # one: an idle worker may take the next
         if len(popped) == 1:  # nothing queued; but while others hold requests, the crawl is not over
             self.counts = (0, int(popped[0]), self.counts[2])
             return None
@@ -341,24 +351,19 @@ class RedisScheduler:
         wait_ms = await self._run("ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args)
         if not wait_ms:
             self._held[request._id] = (host, token)
+            self._waits.acquired(host)
             return True
-        loop = asyncio.get_running_loop()
-        ready = loop.time() + int(wait_ms) / 1000
-        heapq.heappush(self._waiting, (ready, next(self._seq), request))
-        if self._timer is None or self._timer.when() > ready:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = loop.call_at(ready, self._slot_due)
+        if int(wait_ms) < 0:
+            self._waits.full(host, request)
+        else:
+            self._waits.delayed(request, asyncio.get_running_loop().time() + int(wait_ms) / 1000)
         return False
-
-    def _slot_due(self) -> None:
-        self._timer = None
-        self._wake()
 
     async def release(self, request: Request) -> None:
         host, token = self._held.pop(request._id, ("", ""))
         if token:
             await self.call(lambda: self.redis.zrem(self.prefix + "slots:" + host, token))  # type: ignore[union-attr]
+            self._waits.freed(host)
 
     async def done(self, request: Request) -> None:
         """``request`` is finished and its items are stored: drop its lease."""
@@ -370,7 +375,7 @@ class RedisScheduler:
         queued, leased, seeded = self.counts
         if not seeded and not self.seed:
             return 1  # no start requests yet: wait for `eclaw seed`
-        return len(self._waiting) + queued + leased
+        return len(self._waits) + queued + leased
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         if host is None:

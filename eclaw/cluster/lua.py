@@ -42,7 +42,9 @@ end
 
 # KEYS: seen-structure, queue, requests, seq, events. ARGV: mode, n, n bit positions (bloom) or
 # the fingerprint (set), record, priority. Returns the new id, or 0 for a duplicate.
-ENQUEUE = _SEEN + """
+ENQUEUE = (
+    _SEEN
+    + """
 if new == 0 then return 0 end
 local id = redis.call('INCR', KEYS[4])
 redis.call('ZADD', KEYS[2], -tonumber(ARGV[4 + n]) * 1e13 + id, id)
@@ -50,12 +52,16 @@ redis.call('HSET', KEYS[3], id, ARGV[3 + n])
 if redis.call('ZCARD', KEYS[2]) == 1 then redis.call('PUBLISH', KEYS[5], 'work') end
 return id
 """
+)
 
 # KEYS: seen-structure. ARGV: as ENQUEUE's, without record and priority. Records a URL as seen
 # without queueing it (where a redirect led); returns 1 if it was new, else 0.
-MARK = _SEEN + """
+MARK = (
+    _SEEN
+    + """
 return new
 """
+)
 
 # KEYS: queue, requests, leases:<worker>, workers. ARGV: count, key prefix. Moves up to count
 # requests from the queue to the worker's leases; returns id, record, id, record... or, with
@@ -144,12 +150,13 @@ return {redis.call('ZCARD', KEYS[2]), leased, redis.call('EXISTS', KEYS[3])}
 """
 
 # KEYS: slots:<host>, next:<host>, hosts:<worker>. ARGV: limit, delay (ms), token, slot lifetime (ms), host.
-# Takes one of the host's cluster-wide download slots: 0 if taken, else the ms to wait.
+# Takes one of the host's cluster-wide download slots: 0 if taken, -1 if none is free, else the ms
+# to wait for the host's politeness delay.
 ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 20 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return -1 end
 local nxt = tonumber(redis.call('GET', KEYS[2]) or '0')
 if now < nxt then return nxt - now end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])

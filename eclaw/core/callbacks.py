@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
+from eclaw.contracts import RetriesEmptyPages
 from eclaw.core.activity import Activity
 from eclaw.core.bus import EventBus
 from eclaw.core.expect import ItemExpectations
 from eclaw.core.parser import Parser
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.events import ItemParsed, RequestFailed, RequestGenerated, ResponseDownloaded, ResponseParsed
-from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse, SitemapError
+from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse, RetryRequest, SitemapError
 from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
@@ -50,6 +51,8 @@ class CallbackRunner:
         assign: Callable[[list[Request]], None],
         referer: bool = True,
         snapshots: Snapshots | None = None,
+        empty: Sequence[RetriesEmptyPages] = (),
+        retry: Callable[[Request, RetryRequest], Awaitable[None]] | None = None,
     ) -> None:
         self._spider = spider
         self._parser = parser
@@ -62,6 +65,8 @@ class CallbackRunner:
         self._referer = referer  # the page a request comes from is its Referer (the downloader sends it)
         self._snapshots = snapshots
         self._expect = ItemExpectations(spider)
+        self._empty = empty  # middlewares that fetch an empty page again another way (the ladder)
+        self._retry = retry
 
     async def downloaded(self, event: ResponseDownloaded) -> None:
         """The owner: run the callback; the request ends as ``ResponseParsed`` or ``RequestFailed``."""
@@ -80,7 +85,8 @@ class CallbackRunner:
                 await self._callback_failed(request, response, exc)
                 return
         if not counts[0] and self._expect.wanted(request):  # asked only of pages without items
-            await self._no_items(request, response)
+            if not await self._fetched_again(request, response):
+                await self._no_items(request, response)
             return
         parsed = ResponseParsed(request=request, response=response, items=counts[0], requests=counts[1])
         await self._bus.publish(parsed)
@@ -98,6 +104,16 @@ class CallbackRunner:
         else:
             logger.error("callback failed for %s: %s: %s%s", shown, type(exc).__name__, exc, saved, exc_info=exc)
         await self._bus.publish(RequestFailed(request=request, reason=reason, error=exc))
+
+    async def _fetched_again(self, request: Request, response: Response) -> bool:
+        """Whether a middleware takes an empty page to fetch it again (a stronger fetcher for its host)."""
+        for middleware in self._empty:
+            again = await middleware.retry_empty(request, response)
+            if again is not None and self._retry is not None:
+                logger.info("no items from %s: fetching it again (%r)", response.url, middleware)
+                await self._retry(request, RetryRequest(again, delay=0.0, reason="no items"))
+                return True
+        return False
 
     async def _no_items(self, request: Request, response: Response) -> None:
         saved = await self._snapshot(request, response, None, "no items")

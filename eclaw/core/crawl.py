@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from eclaw.contracts import Handler, Watcher
+from eclaw.contracts import Handler, RetriesEmptyPages, Watcher
 from eclaw.core.accounting import Accounting, Completions
 from eclaw.core.activity import Activity
 from eclaw.core.bus import Batched, EventBus
@@ -97,6 +97,8 @@ class Crawl:
         callbacks = CallbackRunner(
             spider=self.spider, parser=parts.parser, bus=bus, items=self.items, stats=stats, activity=activity,
             stop=self.stop, assign=self.intake.assign, referer=self.settings.referer, snapshots=self.snapshots,
+            empty=[m for m in parts.middlewares if isinstance(m, RetriesEmptyPages)],
+            retry=lambda request, again: self.fetcher.retry(request, again),
         )  # fmt: skip
         accounting = Accounting(
             stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,

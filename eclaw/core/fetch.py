@@ -186,6 +186,17 @@ class Fetcher:
                 raise HttpError(response)
         return response
 
+    async def retry(self, request: Request, retry: RetryRequest) -> None:
+        """``request`` failed, not for good: ``retry.request`` takes its place after ``retry.delay``."""
+        again = retry.request
+        again._id = again._id or request._id
+        self._journal.accepted(again)
+        failure = RequestFailed(
+            request=request, reason=retry.reason, error=retry.error, attempt=attempts_of(request), final=False
+        )
+        await self._bus.publish(failure)
+        self._retrying.add(again, retry.delay)
+
     async def _failed(self, request: Request, exc: Exception) -> None:
         """What a download that raised comes to: a drop, a retry later, or a failure."""
         bus, attempt = self._bus, attempts_of(request)
@@ -193,12 +204,7 @@ class Fetcher:
             await bus.publish(RequestDropped(request=request, reason=exc.reason))
             self._finished(request)
         elif isinstance(exc, RetryRequest):
-            again = exc.request
-            again._id = again._id or request._id
-            self._journal.accepted(again)
-            failure = RequestFailed(request=request, reason=exc.reason, error=exc.error, attempt=attempt, final=False)
-            await bus.publish(failure)
-            self._retrying.add(again, exc.delay)
+            await self.retry(request, exc)
         elif isinstance(exc, DownloadError):
             logger.warning("failed %s: %s", redact_url(request.url), redact_url(str(exc)))
             await bus.publish(RequestFailed(request=request, reason=exc.reason, error=exc, attempt=attempt))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["FETCHERS", "Fetchers", "host_fetchers"]
+__all__ = ["FETCHERS", "Fetchers", "fetcher_of", "host_fetchers"]
 
 FETCHERS: dict[str, Callable[[], Downloader]] = {
     "plain": HttpDownloader,
@@ -91,20 +91,11 @@ class Fetchers:
     async def fetch(self, request: Request) -> Response:
         name = _asked(request)
         if not name:
-            name = self._for_host(url_host(request.url)) if self._hosts else self._default
+            name = fetcher_of(self._hosts, url_host(request.url), self._default) if self._hosts else self._default
         fetcher = self._open.get(name)
         if fetcher is None:
             fetcher = await self._fetcher(name)
         return await fetcher.fetch(request)
-
-    def _for_host(self, host: str) -> str:
-        """The fetcher of ``host``, or of the nearest domain above it, else the default."""
-        while host:
-            name = self._hosts.get(host)
-            if name is not None:
-                return name
-            host = host.partition(".")[2]
-        return self._default
 
     async def _fetcher(self, name: str) -> Downloader:
         """The fetcher ``name``, opened once even when many requests ask for it at the same time."""
@@ -132,6 +123,16 @@ class Fetchers:
         fetchers, self._open = list(self._open.values()), {}
         for fetcher in reversed(fetchers):
             await fetcher.close()
+
+
+def fetcher_of(hosts: Mapping[str, str], host: str, default: str) -> str:
+    """The fetcher ``hosts`` gives ``host``, or the nearest domain above it, else ``default``."""
+    while host:
+        name = hosts.get(host)
+        if name is not None:
+            return name
+        host = host.partition(".")[2]
+    return default
 
 
 def _asked(request: Request) -> str:

@@ -7,7 +7,9 @@ from typing import BinaryIO
 
 from pybloom_live import ScalableBloomFilter
 
-__all__ = ["BloomDupeFilter", "RecentSet", "SetDupeFilter"]
+from eclaw.http import Request
+
+__all__ = ["BloomDupeFilter", "RecentSet", "SetDupeFilter", "recent_key"]
 
 
 class BloomDupeFilter:
@@ -104,3 +106,12 @@ class RecentSet:
         if len(self.new) >= self.size:
             self.old, self.new = self.new, set()
         self.new.add(key)
+
+
+def recent_key(request: Request) -> str | None:
+    """What a :class:`RecentSet` knows ``request`` by: its URL (fragment aside) for a plain GET,
+    ``None`` when a URL alone does not tell it apart (a body, ``dont_filter``, its own cookie jar)."""
+    meta = request._meta
+    if request.method != "GET" or request.body or request.dont_filter or (meta and "cookiejar" in meta):
+        return None
+    return request.url.partition("#")[0]

@@ -138,6 +138,33 @@ def _latencies(records: list[Record]) -> list[float]:
     return latencies
 
 
+def _fetchers(records: list[Record], downloaded: list[Record]) -> list[str]:
+    """The escalation ladder's sections: pages and CPU seconds per fetcher, and each host's moves."""
+    pages = Counter(str(r["fetcher"]) for r in downloaded if r.get("fetcher"))
+    moves = [r for r in records if r["event"] == "FetcherChanged"]
+    if not pages and not moves:
+        return []
+    costs: dict[str, float] = {}
+    for record in records:
+        if record["event"] == "SpiderClosed":
+            for name, value in (record.get("fetchers") or {}).items():
+                fetcher, _, what = name.removeprefix("fetcher ").partition(" ")
+                if what == "cpu ms":
+                    costs[fetcher] = round(costs.get(fetcher, 0.0) + value / 1000, 2)
+    rows = "".join(
+        f"<tr><td>{r['t']:.1f} s</td><td>{html.escape(str(r.get('host')))}</td>"
+        f"<td>{html.escape(str(r.get('previous')))} &rarr; {html.escape(str(r.get('fetcher')))}</td>"
+        f"<td>{html.escape(str(r.get('reason')))}</td></tr>"
+        for r in moves[:200]
+    )
+    table = f"<h2>Hosts moved by the escalation ladder ({len(moves)})</h2><table>{rows}</table>" if moves else ""
+    return [
+        _bars("Pages per fetcher", sorted(pages.items())),
+        _bars("CPU seconds per fetcher (estimated)", sorted(costs.items()), unit=" s"),
+        table,
+    ]
+
+
 def render_report(records: list[Record], *, title: str = "eclaw crawl report") -> str:
     """A self-contained HTML page (inline SVG charts, no scripts) summarising a trace."""
     downloaded = [r for r in records if r["event"] == "ResponseDownloaded"]
@@ -175,6 +202,7 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
         _bars("Failing domains", domains.most_common(10)),
         _bars("Top failing URLs", failing.most_common(10)),
         _bars("Items stored by type", types.most_common(20)),
+        *_fetchers(records, downloaded),
     ]
     style = (
         "body{font-family:system-ui,sans-serif;margin:2em;max-width:760px}"

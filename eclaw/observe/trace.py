@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from eclaw.contracts import CrawlContext, Handler
 from eclaw.events import (
     Event,
+    FetcherChanged,
     ItemDropped,
     ItemEvent,
     ItemParsed,
@@ -22,6 +23,7 @@ from eclaw.events import (
     RequestScheduled,
     ResponseDownloaded,
     ResponseParsed,
+    SpiderClosed,
 )
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_type
@@ -33,7 +35,8 @@ __all__ = ["Tracer"]
 class Tracer:
     """One JSON line per event: ``t`` (seconds since the start), ``event``, ``id`` (the request's),
     ``url``, and as they apply ``status``, ``reason``, ``attempt``, ``final``, ``items``,
-    ``requests``, ``type`` (an item's), ``bytes``.
+    ``requests``, ``type`` (an item's), ``bytes``, ``fetcher`` (a download's, when the escalation
+    ladder chose it; a ``FetcherChanged``'s, with ``host``, ``previous`` and ``reason``).
 
     ``url`` is the request's URL as written (fragment included) in the records of a request
     generated, scheduled or dropped, and the fetched URL (``response.url``: no fragment, after
@@ -95,9 +98,12 @@ class Tracer:
     @staticmethod
     def _downloaded(event: ResponseDownloaded, t: float) -> str:
         response = event.response
+        meta = response.request._meta
+        rung = meta.get("rung") if meta else None  # the fetcher the escalation ladder chose
         return (
             f'{{"t":{t:.4f},"event":"ResponseDownloaded","id":{response.request._id},"url":{_quoted(response.url)},'
-            f'"status":{response.status},"bytes":{len(response.body)}}}\n'
+            f'"status":{response.status},"bytes":{len(response.body)}'
+            + (f',"fetcher":{_dumps(rung)}}}\n' if rung else "}\n")
         )
 
     @staticmethod
@@ -124,6 +130,10 @@ class Tracer:
             record |= {"reason": event.reason, "attempt": event.attempt, "final": event.final}
         elif isinstance(event, ItemDropped):
             record |= {"reason": event.reason, "type": item_type(event.item)}
+        elif isinstance(event, FetcherChanged):
+            record |= {"host": event.host, "previous": event.previous, "fetcher": event.fetcher, "reason": event.reason}
+        elif isinstance(event, SpiderClosed):  # what each fetcher cost (the ladder's counts), for the report
+            record["fetchers"] = {k: v for k, v in event.stats.counters.items() if k.startswith("fetcher ")}
         return json.dumps(record, ensure_ascii=False) + "\n"
 
 
