@@ -32,7 +32,7 @@ Capabilities are declared by implementing a Protocol, never guessed:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.http import Request, Response
@@ -44,10 +44,23 @@ if TYPE_CHECKING:
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 
-__all__ = ["Closes", "CrawlContext", "Fetch", "Handler", "ItemPipeline", "Middleware", "Opens", "Resumable", "Watcher"]
+__all__ = [
+    "BatchHandler",
+    "Closes",
+    "CrawlContext",
+    "Fetch",
+    "Handler",
+    "ItemPipeline",
+    "Middleware",
+    "Opens",
+    "Resumable",
+    "TakesBatches",
+    "Watcher",
+]
 
 Fetch = Callable[[Request], Awaitable[Response]]
 Handler = Callable[[Any], Awaitable[None] | None]  # an event handler: async, or plain for quick bookkeeping
+BatchHandler = Callable[[Sequence[Any], Any], None]  # a batch's payloads and its context (see TakesBatches)
 
 
 class Middleware(Protocol):
@@ -144,8 +157,6 @@ class Resumable(Protocol):
         """Make what was written so far durable before a checkpoint records it."""
 
 
-
-
 class Watcher(Protocol):
     """Watches a crawl through its events, like any subscriber, from its start to its end:
     the trace, metrics, the quality profile."""
@@ -155,3 +166,14 @@ class Watcher(Protocol):
     async def open(self, crawl: CrawlContext) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class TakesBatches(Protocol):
+    """A :class:`Watcher` that takes the kinds the crawl publishes a page at a time in batches, one
+    plain call per batch and no event built: ``RequestGenerated`` (payloads: the requests; context:
+    the response they come from, or ``None``) and ``RequestDropped`` (``(request, reason)`` pairs;
+    the response whose links they are, or ``None``). Its :meth:`Watcher.subscriptions` handlers are
+    not called for the kinds it takes in batches."""
+
+    def batch_subscriptions(self) -> list[tuple[type[Any], BatchHandler]]: ...
