@@ -108,13 +108,10 @@ class Tracer:
         t = time.monotonic() - self._start
         page = parent.request._id if parent is not None else None
         if page in self._parsing:
-            duplicates = 0
-            for request, reason in drops:
-                if reason == "duplicate":
-                    duplicates += 1
-                else:
-                    self._write(_drop_line(t, request, reason))
+            duplicates = [reason for _, reason in drops].count("duplicate")  # most of a page's drops
             self._parsing[page] += duplicates
+            if duplicates < len(drops):
+                self._write("".join(_drop_line(t, r, why) for r, why in drops if why != "duplicate"))
         else:
             self._write("".join(_drop_line(t, request, reason) for request, reason in drops))
 
