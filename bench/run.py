@@ -94,13 +94,14 @@ class Run:
 
 def env_for(name: str) -> dict[str, str] | None:
     """``eclaw@DIR`` (or ``eclaw-state@DIR``...) imports eclaw from DIR first (its own ``eclaw/middlewares``
-    must resolve there)."""
+    must resolve there). ``PYTHONSAFEPATH``: ``python -m`` would put the working directory (this
+    checkout, when run from it) before ``PYTHONPATH``."""
     if "@" not in name:
         return None
     checkout = Path(name.partition("@")[2]).resolve()
     if not (checkout / "eclaw" / "__init__.py").is_file():
         raise SystemExit(f"{name}: no eclaw checkout at {checkout}")
-    return {**os.environ, "PYTHONPATH": str(checkout)}
+    return {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1"}
 
 
 def run_once(name: str, base: str, pages: int, out: Path) -> Run:

@@ -157,6 +157,8 @@ class Resumable(Protocol):
         """Make what was written so far durable before a checkpoint records it."""
 
 
+
+
 class Watcher(Protocol):
     """Watches a crawl through its events, like any subscriber, from its start to its end:
     the trace, metrics, the quality profile."""
