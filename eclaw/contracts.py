@@ -32,7 +32,7 @@ Capabilities are declared by implementing a Protocol, never guessed:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.http import Request, Response
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from eclaw.stats import Stats
 
 __all__ = [
+    "BatchHandler",
     "Closes",
     "CrawlContext",
     "Fetch",
@@ -54,11 +55,13 @@ __all__ = [
     "Opens",
     "Resumable",
     "RetriesEmptyPages",
+    "TakesBatches",
     "Watcher",
 ]
 
 Fetch = Callable[[Request], Awaitable[Response]]
 Handler = Callable[[Any], Awaitable[None] | None]  # an event handler: async, or plain for quick bookkeeping
+BatchHandler = Callable[[Sequence[Any], Any], None]  # a batch's payloads and its context (see TakesBatches)
 
 
 class Middleware(Protocol):
@@ -155,8 +158,6 @@ class Resumable(Protocol):
         """Make what was written so far durable before a checkpoint records it."""
 
 
-
-
 @runtime_checkable
 class RetriesEmptyPages(Protocol):
     """A middleware that can fetch a page again another way when it yielded no item where the
@@ -176,3 +177,14 @@ class Watcher(Protocol):
     async def open(self, crawl: CrawlContext) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class TakesBatches(Protocol):
+    """A :class:`Watcher` that takes the kinds the crawl publishes a page at a time in batches, one
+    plain call per batch and no event built: ``RequestGenerated`` (payloads: the requests; context:
+    the response they come from, or ``None``) and ``RequestDropped`` (``(request, reason)`` pairs;
+    the response whose links they are, or ``None``). Its :meth:`Watcher.subscriptions` handlers are
+    not called for the kinds it takes in batches."""
+
+    def batch_subscriptions(self) -> list[tuple[type[Any], BatchHandler]]: ...
