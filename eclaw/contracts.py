@@ -32,13 +32,13 @@ Capabilities are declared by implementing a Protocol, never guessed:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
-    from eclaw.observe.snapshots import Snapshots
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
@@ -55,6 +55,7 @@ __all__ = [
     "Opens",
     "Resumable",
     "RetriesEmptyPages",
+    "SavesSnapshots",
     "TakesBatches",
     "Watcher",
 ]
@@ -68,6 +69,21 @@ class Middleware(Protocol):
     """Anything callable as ``await mw(request, call_next)``."""
 
     def __call__(self, request: Request, call_next: Fetch, /) -> Awaitable[Response]: ...
+
+
+class SavesSnapshots(Protocol):
+    """Where failed pages are saved for a developer: :class:`eclaw.observe.snapshots.Snapshots`."""
+
+    async def save(
+        self,
+        request: Request,
+        response: Response | None,
+        error: BaseException | None,
+        *,
+        reason: str = "",
+        extra_files: Mapping[str, bytes] | None = None,
+    ) -> Path | None:
+        """Save a snapshot (its folder), or ``None`` when its caps leave no room."""
 
 
 class CrawlContext(Protocol):
@@ -87,7 +103,7 @@ class CrawlContext(Protocol):
         """This run's id (in log lines and the files of record)."""
 
     @property
-    def snapshots(self) -> Snapshots | None:
+    def snapshots(self) -> SavesSnapshots | None:
         """Where failed pages are saved for a developer (:class:`~eclaw.observe.snapshots.Snapshots`);
         ``None`` when the ``snapshots`` setting is off."""
 
