@@ -5,6 +5,7 @@
     python -m bench.run --contenders eclaw,eclaw@../old,baseline --scaling ''   # before/after a change
     python -m bench.run --contenders eclaw,eclaw-observed,eclaw-state,eclaw-nostore --scaling '' --no-micro
                                                        # what --trace/--metrics-port, --state and the store cost
+                                                       # (eclaw-traced, eclaw-metrics: each of the first alone)
 
 A contender ``eclaw@DIR`` is eclaw run from another checkout (a git worktree of an
 earlier commit), in the same run: a change measured side by side with the code before it.
@@ -48,6 +49,10 @@ def command(name: str, base: str, out: Path) -> list[str]:
         return [*command("eclaw", base, out), "--state", str(state)]
     if name == "eclaw-observed":  # the same crawl with the event trace and the metrics endpoint on
         return [*command("eclaw", base, out), "--trace", str(CACHE / "trace.jsonl"), "--metrics-port", str(free_port())]
+    if name == "eclaw-traced":  # the trace alone
+        return [*command("eclaw", base, out), "--trace", str(CACHE / "trace.jsonl")]
+    if name == "eclaw-metrics":  # the metrics endpoint alone
+        return [*command("eclaw", base, out), "--metrics-port", str(free_port())]
     if name == "eclaw":
         return [
             sys.executable,
@@ -89,13 +94,14 @@ class Run:
 
 def env_for(name: str) -> dict[str, str] | None:
     """``eclaw@DIR`` (or ``eclaw-state@DIR``...) imports eclaw from DIR first (its own ``eclaw/middlewares``
-    must resolve there)."""
+    must resolve there). ``PYTHONSAFEPATH``: ``python -m`` would put the working directory (this
+    checkout, when run from it) before ``PYTHONPATH``."""
     if "@" not in name:
         return None
     checkout = Path(name.partition("@")[2]).resolve()
     if not (checkout / "eclaw" / "__init__.py").is_file():
         raise SystemExit(f"{name}: no eclaw checkout at {checkout}")
-    return {**os.environ, "PYTHONPATH": str(checkout)}
+    return {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1"}
 
 
 def run_once(name: str, base: str, pages: int, out: Path) -> Run:

@@ -32,19 +32,20 @@ Capabilities are declared by implementing a Protocol, never guessed:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
-    from eclaw.observe.snapshots import Snapshots
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 
 __all__ = [
+    "BatchHandler",
     "Closes",
     "CrawlContext",
     "Fetch",
@@ -54,17 +55,35 @@ __all__ = [
     "Opens",
     "Resumable",
     "RetriesEmptyPages",
+    "SavesSnapshots",
+    "TakesBatches",
     "Watcher",
 ]
 
 Fetch = Callable[[Request], Awaitable[Response]]
 Handler = Callable[[Any], Awaitable[None] | None]  # an event handler: async, or plain for quick bookkeeping
+BatchHandler = Callable[[Sequence[Any], Any], None]  # a batch's payloads and its context (see TakesBatches)
 
 
 class Middleware(Protocol):
     """Anything callable as ``await mw(request, call_next)``."""
 
     def __call__(self, request: Request, call_next: Fetch, /) -> Awaitable[Response]: ...
+
+
+class SavesSnapshots(Protocol):
+    """Where failed pages are saved for a developer: :class:`eclaw.observe.snapshots.Snapshots`."""
+
+    async def save(
+        self,
+        request: Request,
+        response: Response | None,
+        error: BaseException | None,
+        *,
+        reason: str = "",
+        extra_files: Mapping[str, bytes] | None = None,
+    ) -> Path | None:
+        """Save a snapshot (its folder), or ``None`` when its caps leave no room."""
 
 
 class CrawlContext(Protocol):
@@ -84,7 +103,7 @@ class CrawlContext(Protocol):
         """This run's id (in log lines and the files of record)."""
 
     @property
-    def snapshots(self) -> Snapshots | None:
+    def snapshots(self) -> SavesSnapshots | None:
         """Where failed pages are saved for a developer (:class:`~eclaw.observe.snapshots.Snapshots`);
         ``None`` when the ``snapshots`` setting is off."""
 
@@ -155,8 +174,6 @@ class Resumable(Protocol):
         """Make what was written so far durable before a checkpoint records it."""
 
 
-
-
 @runtime_checkable
 class RetriesEmptyPages(Protocol):
     """A middleware that can fetch a page again another way when it yielded no item where the
@@ -176,3 +193,14 @@ class Watcher(Protocol):
     async def open(self, crawl: CrawlContext) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class TakesBatches(Protocol):
+    """A :class:`Watcher` that takes the kinds the crawl publishes a page at a time in batches, one
+    plain call per batch and no event built: ``RequestGenerated`` (payloads: the requests; context:
+    the response they come from, or ``None``) and ``RequestDropped`` (``(request, reason)`` pairs;
+    the response whose links they are, or ``None``). Its :meth:`Watcher.subscriptions` handlers are
+    not called for the kinds it takes in batches."""
+
+    def batch_subscriptions(self) -> list[tuple[type[Any], BatchHandler]]: ...

@@ -342,6 +342,8 @@ def host_map(text: str, name: str, kind: type[int] | type[float]) -> dict[str, f
             raise ConfigError(f"setting {name!r}: expected host=number pairs, got {part!r}")
         result[host] = number
     return result
+
+
 # The browser fetcher's settings. Resource types as Chromium (through Playwright) names them;
 # a page's own document is never blocked, so "document" is not one to give.
 BROWSER_RESOURCE_TYPES = frozenset(

@@ -7,7 +7,7 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import date
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +23,7 @@ from eclaw.http import Request, Response
 from eclaw.settings import Settings
 from eclaw.stats import Stats
 
-__all__ = ["Spider", "load_spider", "load_spiders", "make_spider"]
+__all__ = ["Spider", "iterate_start_requests", "load_spider", "load_spiders", "make_spider"]
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +181,20 @@ def check_start_url(url: str) -> None:
     if not url.startswith(("http://", "https://")):
         scheme = url.partition(":")[0]
         raise InvalidURL(f"start URL {url!r} has scheme {scheme!r}: eclaw crawls http:// and https:// URLs")
+
+
+async def iterate_start_requests(produced: Any) -> AsyncIterator[Any]:
+    """The values of what ``start_requests()`` returned: an (async) iterable, or an awaitable of one."""
+    if inspect.isawaitable(produced):
+        produced = await produced
+    if isinstance(produced, AsyncIterable):
+        async for value in produced:
+            yield value
+    elif isinstance(produced, Iterable):
+        for value in produced:
+            yield value
+    elif produced is not None:
+        raise ConfigError(f"start_requests() returned {type(produced).__name__}, not requests")
 
 
 def _as_list(name: str, value: Any) -> Any:

@@ -56,9 +56,7 @@ class Robots:
 
     async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
-        self._agent = (
-            self.user_agent or crawl.spider.user_agent or crawl.settings.user_agent or "eclaw"
-        )
+        self._agent = self.user_agent or crawl.spider.user_agent or crawl.settings.user_agent or "eclaw"
         self._rules.clear()
         self._next_start.clear()
 

@@ -64,7 +64,7 @@ async def test_trace_records_fetched_urls_and_finds_a_request_by_either_url(tmp_
     fetched = {"ResponseDownloaded", "ResponseParsed", "ItemStored", "ItemParsed", "RequestFailed"}
     assert {r["event"] for r in records} >= fetched
     assert not [r for r in records if r["event"] in fetched and "#" in r["url"]]
-    assert any("#" in r["url"] for r in records if r["event"] == "RequestGenerated")  # the links as written
+    assert any("#" in r["url"] for r in records if r["event"] == "RequestScheduled")  # the links as written
     assert {r["url"] for r in records if r["event"] == "ResponseDownloaded"} == set(run)
     assert [r["url"] for r in records if r["event"] == "RequestFailed"] == [f"{base}/{MISSING}"]
     page = f"{base}/library/re.html"

@@ -131,6 +131,8 @@ async def test_shop_sitemap_spider_reads_the_sitemaps_only() -> None:
     changed = {p["sku"] for p in expected_products() if product_lastmod(int(str(p["sku"])[4:])) >= since}
     assert {item["sku"] for item in recent} == changed and 0 < len(changed) < 100
     assert "/sitemaps/pages.xml.gz" not in fetched  # its lastmod is older: not even downloaded
+
+
 async def test_shop_login_spider_signs_in_and_reads_the_members_page(demo_url: str) -> None:
     from eclaw.demo.account import ORDERS
     from eclaw.demo.site import expected_products

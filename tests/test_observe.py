@@ -96,6 +96,7 @@ async def test_trace_shows_a_retried_urls_lifecycle_and_the_report_renders(tmp_p
         "Download latency",
         "Failing domains",
         "Top failing URLs",
+        "Requests dropped by reason",
         "Items stored by type",
     ]
     assert len(list(page.iter("svg"))) == 6

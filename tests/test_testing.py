@@ -88,6 +88,8 @@ async def test_a_middleware_is_tested_against_a_function(no_sockets: None) -> No
 
 async def test_a_url_the_mapping_lacks_is_a_404() -> None:
     items, stats = await collect(
-        Recipes, engine=Engine(Settings(store=""), downloader=lambda: MockDownloader({})), start_urls=["https://x.test/"]
+        Recipes,
+        engine=Engine(Settings(store=""), downloader=lambda: MockDownloader({})),
+        start_urls=["https://x.test/"],
     )
     assert items == [] and stats.failed_by_reason == {"http 404": 1}

@@ -87,4 +87,3 @@ async def _close(outputs: Any) -> None:
     for output in outputs:
         if isinstance(output, Closes):
             await output.close()
-

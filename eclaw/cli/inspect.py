@@ -96,6 +96,4 @@ def _runs(target: str | None, settings: Settings) -> int:
     return 0
 
 
-
-
 COMMANDS = {"version": _version, "list": _list, "trace": _trace, "report": _report, "runs": _runs_command}

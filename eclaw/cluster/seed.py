@@ -6,10 +6,9 @@ import json
 import uuid
 
 from eclaw.cluster.frontier import RedisScheduler, connect
-from eclaw.core.lifecycle import iterate
 from eclaw.http import Request
 from eclaw.settings import Settings
-from eclaw.spider import Spider
+from eclaw.spider import Spider, iterate_start_requests
 from eclaw.stats import Stats
 
 __all__ = ["seed", "seeded"]
@@ -40,7 +39,7 @@ async def seed(instance: Spider, settings: Settings, *, reset: bool = False) -> 
     try:
         batch: list[Request] = []
         reasons: list[str | None] = []
-        async for request in iterate(instance.start_requests()):
+        async for request in iterate_start_requests(instance.start_requests()):
             batch.append(request)
             if len(batch) >= 500:
                 reasons += await scheduler.enqueue(batch)

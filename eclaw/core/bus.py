@@ -10,7 +10,9 @@ with no subscriber the owner is called at once.
 
 Two kinds come a page at a time, the links a callback yields and the drops the
 frontier answers them with: :meth:`EventBus.publish_batch` hands the owner the
-whole batch, and builds the events one by one only for subscribers.
+whole batch, and builds the events one by one only for subscribers. A watcher that
+takes such a kind a batch at a time (:meth:`EventBus.subscribe_batches`: the trace)
+gets the batch as the owner does, and no event is built for it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from eclaw.contracts import Handler
+from eclaw.contracts import BatchHandler, Handler
 from eclaw.events import Event
 from eclaw.stats import Stats
 
@@ -56,6 +58,7 @@ class EventBus:
         self._owners: dict[type[Event], Handler] = {}
         self._batched: dict[type[Event], Batched[Any, Any]] = {}
         self._plans: dict[type[Event], tuple[tuple[Handler, bool], ...]] = {}
+        self._takers: dict[type[Event], list[BatchHandler]] = {}  # subscribers a batch at a time
 
     def own(self, kind: type[E], owner: Callable[[E], Awaitable[None] | None]) -> None:
         """Make ``owner`` the component that acts on ``kind`` (once, before the crawl runs)."""
@@ -68,6 +71,13 @@ class EventBus:
         if kind in self._owners or kind in self._batched:
             raise RuntimeError(f"{kind.__name__} already has an owner")
         self._batched[kind] = batched
+
+    def subscribe_batches(self, kind: type[Event], handler: BatchHandler) -> None:
+        """Call ``handler(payloads, context)`` once per batch of ``kind`` (owned with :meth:`own_batched`),
+        before the events' subscribers."""
+        if kind not in self._batched:
+            raise RuntimeError(f"{kind.__name__} is not published in batches")
+        self._takers.setdefault(kind, []).append(handler)
 
     async def publish(self, event: Event) -> None:
         """Run ``event``'s subscribers, then its owner, here and now."""
@@ -84,6 +94,12 @@ class EventBus:
         if not payloads:
             return
         batched = self._batched[kind]
+        if self._takers:
+            for taker in self._takers.get(kind, ()):
+                try:
+                    taker(payloads, context)
+                except Exception as exc:
+                    self.failed(taker, kind, exc)
         plan = self._plan(kind)
         if plan:
             make = batched.make
@@ -112,7 +128,7 @@ class EventBus:
             except Exception as exc:
                 if handler is self._owners.get(type(event)):
                     raise  # an owner's failure is the owner's to handle: it is not a subscriber's bug
-                self.failed(handler, event, exc)
+                self.failed(handler, type(event), exc)
 
     def _run_sync(self, plan: tuple[tuple[Handler, bool], ...], events: Iterable[Event]) -> None:
         """:meth:`_run` for a batch's events when every handler is a plain function (none is an owner)."""
@@ -123,15 +139,13 @@ class EventBus:
                 try:
                     handler(event)
                 except Exception as exc:
-                    self.failed(handler, event, exc)
+                    self.failed(handler, type(event), exc)
 
-    def failed(self, handler: Any, event: Event, exc: Exception) -> None:
-        """A subscriber raised: log it with its traceback, count it, carry on."""
+    def failed(self, handler: Any, kind: type[Event], exc: Exception) -> None:
+        """A subscriber raised on an event of ``kind``: log it with its traceback, count it, carry on."""
         self._stats.handler_errors += 1
         name = getattr(handler, "__qualname__", repr(handler))
-        logger.error(
-            "handler %s failed on %s: %s: %s", name, type(event).__name__, type(exc).__name__, exc, exc_info=exc
-        )
+        logger.error("handler %s failed on %s: %s: %s", name, kind.__name__, type(exc).__name__, exc, exc_info=exc)
 
     def _plan(self, kind: type[Event]) -> tuple[tuple[Handler, bool], ...]:
         plan = self._plans.get(kind)

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from eclaw.contracts import Handler, RetriesEmptyPages, Watcher
+from eclaw.contracts import Handler, RetriesEmptyPages, TakesBatches, Watcher
 from eclaw.core.accounting import Accounting, Completions
 from eclaw.core.activity import Activity
 from eclaw.core.bus import Batched, EventBus
@@ -129,6 +129,9 @@ class Crawl:
         bus.own_batched(RequestDropped, Batched(accounting.dropped, _dropped, _unpack_dropped))
         bus.own(ItemStored, accounting.stored)
         bus.own(ItemDropped, accounting.item_dropped)
+        for watcher in self._parts.watchers:
+            for kind, taker in watcher.batch_subscriptions() if isinstance(watcher, TakesBatches) else ():
+                bus.subscribe_batches(kind, taker)
 
     # -- what plug-ins and handlers see -----------------------------------------------
 
@@ -330,13 +333,15 @@ class Crawl:
 
 def _with_watchers(subscribers: Subscribers, watchers: list[Watcher]) -> Subscribers:
     """The engine's subscribers, then the crawl's own watchers' (trace, metrics, quality profile)."""
-    own: dict[type[Event], list[Handler]] = {}
+    own: dict[type[Event], list[tuple[Handler, set[type[Event]]]]] = {}
     for watcher in watchers:
+        batched = {kind for kind, _ in watcher.batch_subscriptions()} if isinstance(watcher, TakesBatches) else set()
         for kind, handler in watcher.subscriptions():
-            own.setdefault(kind, []).append(handler)
+            own.setdefault(kind, []).append((handler, batched))  # not for the kinds it takes in batches
 
     def handlers(kind: type[Event]) -> tuple[Handler, ...]:
-        return subscribers(kind) + tuple(h for base in kind.__mro__ for h in own.get(base, ()))
+        mine = (h for base in kind.__mro__ for h, batched in own.get(base, ()) if kind not in batched)
+        return subscribers(kind) + tuple(mine)
 
     return handlers
 

@@ -47,13 +47,14 @@ class Intake:
     async def generated(self, requests: list[Request], parent: Any) -> None:
         """The owner's batch: requests yielded by a callback (or start requests, or a handler)."""
         self._stats.requests_generated += len(requests)
-        await self.admit(requests, again=False)
+        await self.admit(requests, again=False, parent=parent)
 
     async def requeue(self, requests: list[Request]) -> None:
         """Requests seen before: a retry whose delay is over, the saved requests of a resumed crawl."""
         await self.admit(requests, again=True)
 
-    async def admit(self, requests: list[Request], *, again: bool) -> None:
+    async def admit(self, requests: list[Request], *, again: bool, parent: Any = None) -> None:
+        """Into the frontier; the drops published with ``parent``, the response the requests come from."""
         self._journal.assign(requests)
         try:
             reasons = await self._scheduler.enqueue(requests)
@@ -68,5 +69,5 @@ class Intake:
         self._activity.admitted += queued
         if queued < len(reasons):
             dropped = [(r, why) for r, why in zip(requests, reasons, strict=True) if why is not None]
-            await self._bus.publish_batch(RequestDropped, dropped)
+            await self._bus.publish_batch(RequestDropped, dropped, parent)
         await self._pump()

@@ -5,18 +5,17 @@ then every middleware, pipeline and output that declares its part of the lifecyc
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from eclaw.contracts import Closes, CrawlContext, Opens
 from eclaw.downloaders.base import Downloader, Paced, UsesCookies
-from eclaw.exceptions import ConfigError, EclawError
+from eclaw.exceptions import EclawError
 from eclaw.frontier.base import Scheduler
 from eclaw.frontier.politeness import Pacing
 
-__all__ = ["Parts", "iterate", "uninterruptible"]
+__all__ = ["Parts", "uninterruptible"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,17 +69,3 @@ async def uninterruptible(coro: Any) -> None:
     task.result()
     if cancelled:
         raise asyncio.CancelledError
-
-
-async def iterate(produced: Any) -> AsyncIterator[Any]:
-    """The values of what ``start_requests()`` returned: an (async) iterable, or an awaitable of one."""
-    if inspect.isawaitable(produced):
-        produced = await produced
-    if isinstance(produced, AsyncIterable):
-        async for value in produced:
-            yield value
-    elif isinstance(produced, Iterable):
-        for value in produced:
-            yield value
-    elif produced is not None:
-        raise ConfigError(f"start_requests() returned {type(produced).__name__}, not requests")

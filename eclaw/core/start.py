@@ -7,12 +7,11 @@ import logging
 from collections.abc import Callable
 
 from eclaw.core.bus import EventBus
-from eclaw.core.lifecycle import iterate
 from eclaw.events import RequestGenerated
 from eclaw.exceptions import ConfigError, EclawError
 from eclaw.frontier.base import Scheduler
 from eclaw.http import Request
-from eclaw.spider import Spider, check_start_url
+from eclaw.spider import Spider, check_start_url, iterate_start_requests
 
 __all__ = ["StartFeeder"]
 
@@ -56,7 +55,7 @@ class StartFeeder:
 
     async def run(self) -> None:
         try:
-            async for request in iterate(self._spider.start_requests()):
+            async for request in iterate_start_requests(self._spider.start_requests()):
                 if self._stopping():
                     break
                 if not isinstance(request, Request):

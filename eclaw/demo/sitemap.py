@@ -11,17 +11,24 @@ from __future__ import annotations
 import gzip
 from collections.abc import Sequence
 from datetime import date, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from eclaw.demo.site import Product
-
-__all__ = ["add_sitemaps", "product_lastmod"]
+__all__ = ["Listed", "add_sitemaps", "product_lastmod"]
 
 _NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 _START = date(2025, 1, 1)
+
+
+class Listed(Protocol):
+    """What a sitemap needs of a product of the shop (:class:`eclaw.demo.site.Product`)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def category(self) -> str: ...
 
 
 def product_lastmod(product_id: int) -> date:
@@ -36,7 +43,7 @@ def _urlset(entries: list[tuple[str, date | None]]) -> bytes:
     return gzip.compress(f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{_NS}">{urls}</urlset>'.encode())
 
 
-def add_sitemaps(app: web.Application, products: Sequence[Product], categories: Sequence[str]) -> None:
+def add_sitemaps(app: web.Application, products: Sequence[Listed], categories: Sequence[str]) -> None:
     """Serve ``/sitemap.xml`` and ``/sitemaps/{name}.xml.gz`` for ``products`` on ``app``."""
 
     def base(request: web.Request) -> str:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from lxml import etree
 from parsel import Selector
@@ -26,11 +26,10 @@ from parsel.csstranslator import css2xpath
 
 from eclaw.discovery.patterns import UrlPattern, compile_patterns, extensions, patterns
 from eclaw.exceptions import ConfigError, InvalidURL
-from eclaw.http.request import Callback, Request, plain_request
+from eclaw.http.request import Request, plain_request
+from eclaw.http.response import LinkRule, Response, register_rule_links
+from eclaw.http.types import Callback
 from eclaw.http.urls import absolute_url, host_allowed, join_url, simple_path, url_host
-
-if TYPE_CHECKING:
-    from eclaw.http.response import Response
 
 __all__ = [
     "STRATEGIES",
@@ -328,7 +327,7 @@ def follow_links(
     callback: Callback | None,
     css: str | None,
     xpath: str | None,
-    rule: Rule | None,
+    rule: LinkRule | None,
     options: dict[str, Any],
 ) -> list[Request]:
     """``response.follow_all`` with a rule, or with rule keywords (``allow=``, ``deny=``...)."""
@@ -359,3 +358,6 @@ def follow_links(
                 continue
         requests.append(request)
     return requests
+
+
+register_rule_links(follow_links)

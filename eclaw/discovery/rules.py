@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eclaw.discovery.links import Page, Rule, page_links, resolve
 from eclaw.exceptions import ConfigError
@@ -23,17 +23,29 @@ from eclaw.items import is_item
 
 if TYPE_CHECKING:
     from eclaw.http.response import Response
-    from eclaw.spider import Spider
 
-__all__ = ["CrawlRules"]
+__all__ = ["CrawlRules", "RulesOwner"]
 
 logger = logging.getLogger(__name__)
+
+
+class RulesOwner(Protocol):
+    """What the rules need of their spider (:class:`eclaw.spider.Spider`); a rule's callback,
+    errback or hook given by name is looked up on it too."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def rules(self) -> Sequence[Rule]: ...
+
+    def _parse_rule(self, response: Response) -> Iterable[object] | AsyncIterator[object]: ...
 
 
 class CrawlRules:
     """A spider's rules, checked, with their callbacks, errbacks and hooks looked up on the spider."""
 
-    def __init__(self, spider: Spider) -> None:
+    def __init__(self, spider: RulesOwner) -> None:
         rules = spider.rules
         name = spider.name
         if isinstance(rules, Rule) or not isinstance(rules, Sequence):

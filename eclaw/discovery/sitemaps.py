@@ -16,29 +16,53 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protego import Protego
 
 from eclaw.discovery.links import resolve
-from eclaw.discovery.patterns import Glob, compile_patterns, patterns
+from eclaw.discovery.patterns import Glob, UrlPattern, compile_patterns, patterns
 from eclaw.discovery.sitemap_xml import Entry, parse_date, read_sitemap
 from eclaw.exceptions import ConfigError, InvalidURL
 from eclaw.http.request import Request
 
 if TYPE_CHECKING:
     from eclaw.http.response import Response
-    from eclaw.spider import Spider
 
-__all__ = ["Sitemaps"]
+__all__ = ["Sitemaps", "SitemapsOwner"]
 
 logger = logging.getLogger(__name__)
+
+
+class SitemapsOwner(Protocol):
+    """What sitemaps need of their spider (:class:`eclaw.spider.Spider`): its ``sitemap_*``
+    attributes and its sitemap callback; a ``sitemap_rules`` callback given by name is looked up on it too."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sitemap_urls(self) -> Sequence[str]: ...
+
+    @property
+    def sitemap_rules(self) -> Sequence[tuple[UrlPattern, str | Callable[..., Any]]]: ...
+
+    @property
+    def sitemap_follow(self) -> Sequence[UrlPattern]: ...
+
+    @property
+    def sitemap_since(self) -> date | str | None: ...
+
+    @property
+    def sitemap_alternate_links(self) -> bool: ...
+
+    def _parse_sitemap(self, response: Response) -> AsyncIterator[Request]: ...
 
 
 class Sitemaps:
     """A spider's ``sitemap_*`` attributes, checked and compiled."""
 
-    def __init__(self, spider: Spider) -> None:
+    def __init__(self, spider: SitemapsOwner) -> None:
         what = f"spider {spider.name!r}"
         urls = spider.sitemap_urls
         if isinstance(urls, str | bytes) or not isinstance(urls, Sequence):
@@ -58,7 +82,7 @@ class Sitemaps:
         self._read: Callable[..., Any] = spider._parse_sitemap
 
     @staticmethod
-    def _rule(spider: Spider, index: int, rule: Any) -> tuple[re.Pattern[str] | None, Callable[..., Any]]:
+    def _rule(spider: SitemapsOwner, index: int, rule: Any) -> tuple[re.Pattern[str] | None, Callable[..., Any]]:
         what = f"spider {spider.name!r} sitemap_rules[{index}]"
         if isinstance(rule, str | bytes) or not isinstance(rule, Sequence) or len(rule) != 2:
             raise ConfigError(f"{what} must be a (pattern, callback) pair, got {rule!r}")

@@ -17,23 +17,21 @@ import codecs
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import lxml.html
 from parsel.csstranslator import css2xpath
 
-if TYPE_CHECKING:
-    from eclaw.http.request import Callback, Request
-    from eclaw.http.response import Response
+from eclaw.http.types import Page, RequestOptions
 
 __all__ = ["FormData", "FormOptions", "RequestOptions", "Upload", "form_request", "json_request"]
 
 logger = logging.getLogger(__name__)
 
-R = TypeVar("R", bound="Request")
+R = TypeVar("R")  # the request class built (Request, or a subclass)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +45,6 @@ class Upload:
 
 FieldValue = str | Upload
 FormData = Mapping[str, FieldValue | Sequence[str] | None] | Iterable[tuple[str, FieldValue]]
-
-
-class RequestOptions(TypedDict, total=False):
-    """What ``Request(...)`` takes besides the URL, method and body."""
-
-    callback: Callback | None
-    errback: Callback | None
-    headers: dict[str, str]
-    meta: dict[str, Any]
-    priority: int
-    cb_kwargs: dict[str, Any]
-    dont_filter: bool
-    cookies: Mapping[str, str]
-    render: bool
 
 
 class FormOptions(RequestOptions, total=False):
@@ -85,8 +69,8 @@ _JSON_ACCEPT = "application/json, text/javascript, */*; q=0.01"
 
 
 def form_request(
-    cls: type[R],
-    response: Response,
+    cls: Callable[..., R],
+    response: Page,
     formdata: FormData | None = None,
     *,
     formname: str | None = None,
@@ -142,7 +126,7 @@ def form_request(
     return cls(url, method=verb, body=body, headers=headers, **options)
 
 
-def json_request(cls: type[R], url: str, data: Any = None, *, method: str | None = None, **options: Any) -> R:
+def json_request(cls: Callable[..., R], url: str, data: Any = None, *, method: str | None = None, **options: Any) -> R:
     """A request sending ``data`` as JSON (``Request.json``): a POST with ``Content-Type:
     application/json`` (a GET without a body when ``data`` is ``None``), accepting JSON.
 
@@ -162,7 +146,7 @@ def json_request(cls: type[R], url: str, data: Any = None, *, method: str | None
 
 
 def _find_form(
-    response: Response,
+    response: Page,
     formname: str | None,
     formid: str | None,
     formcss: str | None,
@@ -190,7 +174,7 @@ def _find_form(
         raise ValueError(f"no form number {formnumber} ({len(forms)} {what}s) in {response.url}") from None
 
 
-def _document(response: Response) -> Any:
+def _document(response: Page) -> Any:
     """The page as an ``lxml.html`` tree (whose forms know their fields); parsed for this
     request alone: a form is submitted once or twice per crawl, not once per page."""
     parser = lxml.html.HTMLParser(encoding="utf-8", recover=True)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Mapping
+from typing import Any, Unpack
 
-from eclaw.http.forms import FormData, FormOptions, RequestOptions, form_request, json_request
+from eclaw.http.forms import FormData, FormOptions, form_request, json_request
+from eclaw.http.types import Callback, Page, RequestOptions
 from eclaw.http.urls import absolute_url
-
-if TYPE_CHECKING:
-    from eclaw.http.response import Response
 
 __all__ = ["Callback", "Request", "plain_request"]
 
-Callback = Callable[..., Any]
 _new = object.__new__
 
 
@@ -173,7 +170,7 @@ class Request:
         return new
 
     @classmethod
-    def from_form(cls, response: Response, formdata: FormData | None = None, **options: Unpack[FormOptions]) -> Request:
+    def from_form(cls, response: Page, formdata: FormData | None = None, **options: Unpack[FormOptions]) -> Request:
         """A request submitting a form of ``response`` as a browser would: hidden fields (CSRF
         tokens) kept, the form's action, method and enctype honoured; Scrapy's
         ``FormRequest.from_response``. See :func:`eclaw.http.forms.form_request` for the options

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 from urllib.parse import urljoin
 
 from lxml import etree
@@ -14,17 +14,16 @@ from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_co
 
 from eclaw.exceptions import NotTextResponse
 from eclaw.http.mediatypes import binary_kind
-from eclaw.http.request import Callback, Request, plain_request
+from eclaw.http.request import Request, plain_request
 from eclaw.http.selectors import compiled_css, compiled_hrefs, compiled_xpath, parse_html, uses_id, wrap
+from eclaw.http.types import Callback
 from eclaw.http.urls import join_url, simple_path
 
 if TYPE_CHECKING:
     from bs4 import BeautifulSoup
     from parsel import Selector, SelectorList
 
-    from eclaw.discovery.links import Rule
-
-__all__ = ["Response"]
+__all__ = ["LinkRule", "Response", "RuleLinks", "register_rule_links"]
 
 T = TypeVar("T")
 _BASE_TAG = re.compile(rb"<base[\s>/]", re.I)
@@ -34,6 +33,28 @@ RULE_KEYWORDS = frozenset(
     {"allow", "deny", "allow_domains", "deny_domains", "restrict_css", "restrict_xpaths", "strategy",
      "deny_extensions", "tags", "attrs", "process_request"}
 )  # fmt: skip
+
+
+class LinkRule(Protocol):
+    """What ``follow_all(rule=...)`` takes: a link rule, :class:`eclaw.discovery.Rule`."""
+
+    def skips(self, url: str, page: str | None = None) -> str | None: ...
+
+
+# follow_all with a rule: (response, urls, callback, css, xpath, rule, request options) -> requests
+RuleLinks = Callable[
+    ["Response", Iterable[Any] | None, Callback | None, str | None, str | None, LinkRule | None, dict[str, Any]],
+    list[Request],
+]
+# Link rules are eclaw.discovery's, a layer above this one: it registers how follow_all applies them
+# when it is imported (``import eclaw`` imports it), so this module never imports it.
+_rule_links: RuleLinks | None = None
+
+
+def register_rule_links(follow: RuleLinks) -> None:
+    """Make ``follow``, eclaw.discovery's, what ``Response.follow_all`` runs given a rule or rule keywords."""
+    global _rule_links
+    _rule_links = follow
 
 
 class lazy(Generic[T]):
@@ -280,7 +301,7 @@ class Response:
         *,
         css: str | None = None,
         xpath: str | None = None,
-        rule: Rule | None = None,
+        rule: LinkRule | None = None,
         **kwargs: Any,
     ) -> list[Request]:
         """Requests for many links: given ``urls``, or the elements matched by ``css``/``xpath``.
@@ -290,9 +311,9 @@ class Response:
         ``strategy=``...), only the links the rule follows, each once (docs/rules.md).
         """
         if rule is not None or (kwargs and not RULE_KEYWORDS.isdisjoint(kwargs)):
-            from eclaw.discovery.links import follow_links
-
-            return follow_links(self, urls, callback, css, xpath, rule, kwargs)
+            if _rule_links is None:
+                raise RuntimeError("follow_all() with a rule needs eclaw.discovery: import it")
+            return _rule_links(self, urls, callback, css, xpath, rule, kwargs)
         found = self._links(urls, css, xpath)
         if callback is not None and not callable(callback):
             raise TypeError(f"Request callback must be callable, got {callback!r}")

@@ -114,5 +114,3 @@ class Metrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
 
-__all__ = ["lifecycle", "read_trace", "render_report"]
+__all__ = ["lifecycle", "read_trace", "render_report", "totals"]
 
 Record = dict[str, Any]
 
@@ -38,11 +38,13 @@ def _describe(record: Record) -> str:
         return f"{record.get('status')}, {record.get('bytes', 0)} bytes"
     if event == "RequestFailed":
         what = "final" if record.get("final", True) else "will retry"
-        return f"attempt {record.get('attempt')}: {record.get('reason')} ({what})"
+        links = f", {record['duplicates']} links dropped as duplicates" if record.get("duplicates") else ""
+        return f"attempt {record.get('attempt')}: {record.get('reason')} ({what}{links})"
     if event in ("RequestDropped", "ItemDropped"):
         return str(record.get("reason", ""))
     if event == "ResponseParsed":
-        return f"{record.get('items', 0)} items, {record.get('requests', 0)} requests"
+        duplicates = f" ({record['duplicates']} dropped as duplicates)" if record.get("duplicates") else ""
+        return f"{record.get('items', 0)} items, {record.get('requests', 0)} requests{duplicates}"
     if event in ("ItemParsed", "ItemStored"):
         return str(record.get("type", ""))
     return ""
@@ -89,6 +91,39 @@ def lifecycle(records: Iterable[Record], *, url: str | None = None, request_id: 
     if duplicates and len(shown) < len(ids):
         lines.append(f"(and {len(duplicates)} more links to it, dropped as duplicates)")
     return "\n".join(lines)
+
+
+def totals(records: Iterable[Record]) -> dict[str, Any]:
+    """The request counts of the crawl a trace recorded, named as in :class:`~eclaw.stats.Stats`:
+    ``requests_generated`` (the request ids in the trace, plus the links counted as ``duplicates``),
+    ``requests_parsed``, ``requests_failed`` (for good), ``requests_dropped`` (with the duplicates)
+    and ``dropped_by_reason``; ``requests_pending``: those that reached none of the three (a crawl
+    stopped early)."""
+    ids: set[int] = set()
+    parsed = failed = duplicates = 0
+    dropped: Counter[str] = Counter()
+    for record in records:
+        if "id" in record:
+            ids.add(record["id"])
+        event = record["event"]
+        if event == "RequestDropped":
+            dropped[str(record.get("reason"))] += 1
+        elif event == "ResponseParsed":
+            parsed += 1
+        elif event == "RequestFailed" and record.get("final", True):
+            failed += 1
+        duplicates += record.get("duplicates", 0)  # a page's links seen already, summed in its last line
+    if duplicates:
+        dropped["duplicate"] += duplicates
+    generated = len(ids) + duplicates
+    return {
+        "requests_generated": generated,
+        "requests_parsed": parsed,
+        "requests_failed": failed,
+        "requests_dropped": dropped.total(),
+        "requests_pending": generated - parsed - failed - dropped.total(),
+        "dropped_by_reason": dropped,
+    }
 
 
 # -- the HTML report ---------------------------------------------------------------------
@@ -165,6 +200,17 @@ def _fetchers(records: list[Record], downloaded: list[Record]) -> list[str]:
     ]
 
 
+def _requests(counts: dict[str, Any]) -> str:
+    """Where the requests ended, as a sentence."""
+    reasons = ", ".join(f"{n} {reason}" for reason, n in counts["dropped_by_reason"].most_common())
+    pending = f", {counts['requests_pending']} unfinished" if counts["requests_pending"] else ""
+    return (
+        f"{counts['requests_generated']} requests: {counts['requests_parsed']} parsed, "
+        f"{counts['requests_failed']} failed, {counts['requests_dropped']} dropped"
+        f"{f' ({reasons})' if reasons else ''}{pending}"
+    )
+
+
 def render_report(records: list[Record], *, title: str = "eclaw crawl report") -> str:
     """A self-contained HTML page (inline SVG charts, no scripts) summarising a trace."""
     downloaded = [r for r in records if r["event"] == "ResponseDownloaded"]
@@ -186,12 +232,13 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
     domains = Counter(urlsplit(r.get("url", "")).hostname or "?" for r in failed)
     failing = Counter(f"{r.get('url', '')} ({r.get('reason')})" for r in failed)
     types = Counter(r.get("type", "?") for r in stored)
+    counts = totals(records)
     summary = (
         f"{len(downloaded)} responses, {len(failed)} requests failed, {len(stored)} items stored "
         f"in {end:.1f} s ({len(downloaded) / max(end, 1e-9):.1f} responses/s)"
     )
     body = [
-        f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>",
+        f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p><p>{html.escape(_requests(counts))}</p>",
         _columns("Throughput over time", throughput, label=f"responses/s, {per:.2g} s per column, {end:.1f} s in all"),
         _bars("Status codes", sorted(statuses.items())),
         _columns(
@@ -201,6 +248,7 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
         ),
         _bars("Failing domains", domains.most_common(10)),
         _bars("Top failing URLs", failing.most_common(10)),
+        _bars("Requests dropped by reason", counts["dropped_by_reason"].most_common(10)),
         _bars("Items stored by type", types.most_common(20)),
         *_fetchers(records, downloaded),
     ]

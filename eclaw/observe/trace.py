@@ -1,14 +1,14 @@
-"""The event trace (``--trace FILE``): every event of a crawl as one JSON line, written by a
-subscriber like any other (``eclaw trace`` and ``eclaw report`` read it)."""
+"""The event trace (``--trace FILE``): the events of a crawl as JSON lines, a page's links summed
+(``eclaw trace`` and ``eclaw report`` read it)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from eclaw.contracts import CrawlContext, Handler
+from eclaw.contracts import BatchHandler, CrawlContext, Handler
 from eclaw.events import (
     Event,
     FetcherChanged,
@@ -26,22 +26,37 @@ from eclaw.events import (
     SpiderClosed,
 )
 from eclaw.exceptions import ConfigError
+from eclaw.http import Request, Response
 from eclaw.items import item_type
 
 __all__ = ["Tracer"]
 
 
-
 class Tracer:
-    """One JSON line per event: ``t`` (seconds since the start), ``event``, ``id`` (the request's),
-    ``url``, and as they apply ``status``, ``reason``, ``attempt``, ``final``, ``items``,
-    ``requests``, ``type`` (an item's), ``bytes``, ``fetcher`` (a download's, when the escalation
-    ladder chose it; a ``FetcherChanged``'s, with ``host``, ``previous`` and ``reason``).
+    """The trace of a crawl: one JSON line per step of each request and item, and what became of
+    every link.
+
+    Each line has ``t`` (seconds since the start), ``event`` (the event's name), ``id`` (the
+    request's) and ``url``, and as they apply ``status``, ``reason``, ``attempt``, ``final``,
+    ``items``, ``requests``, ``duplicates``, ``type`` (an item's), ``bytes``, ``fetcher`` (a download's,
+    when the escalation ladder chose it; a ``FetcherChanged``'s, with ``host``, ``previous`` and ``reason``).
+
+    Every request has a line for its fate: ``RequestScheduled`` when its download starts (again
+    for each retry), ``RequestDropped`` with the reason, ``RequestFailed``, and for a page
+    ``ResponseDownloaded`` then ``ResponseParsed``. The links a page yields are not written one
+    by one: those scheduled appear as ``RequestScheduled`` (URL and id), those dropped for a reason
+    of their own (offsite, robots, depth...) as ``RequestDropped``, and those dropped because they
+    were seen already are counted in the page's ``ResponseParsed`` line as ``duplicates`` (or in
+    its ``RequestFailed`` line if its callback failed); a duplicate URL's first sighting has its
+    own lines. ``RequestGenerated`` is written only for requests that come from no page (start
+    requests, an ``EngineIdle`` handler's). So ``requests_generated`` is the number of request
+    ids in the trace plus the duplicates, and ``requests_dropped`` the ``RequestDropped`` lines
+    plus the duplicates (see :func:`eclaw.observe.report.totals`).
 
     ``url`` is the request's URL as written (fragment included) in the records of a request
     generated, scheduled or dropped, and the fetched URL (``response.url``: no fragment, after
     redirects) in the records of a response, an item or a failure. The commonest events are
-    formatted by hand (a link, a download, an item: several per page); the rest with ``json``.
+    formatted by hand (a download, an item: several per page); the rest with ``json``.
     """
 
     def __init__(self, path: str) -> None:
@@ -49,10 +64,9 @@ class Tracer:
         self._file: TextIO | None = None
         self._write: Callable[[str], Any] = lambda text: None
         self._start = time.monotonic()
+        self._parsing: dict[int, int] = {}  # request id of a page whose callback runs -> its duplicate links
         self._formats: dict[type[Event], Callable[[Any, float], str]] = {
-            RequestGenerated: self._request,
-            RequestScheduled: self._request,
-            RequestDropped: self._dropped,
+            RequestScheduled: self._scheduled,
             ResponseDownloaded: self._downloaded,
             ResponseParsed: self._parsed,
             ItemParsed: self._item,
@@ -61,6 +75,10 @@ class Tracer:
 
     def subscriptions(self) -> list[tuple[type[Event], Handler]]:
         return [(Event, self.record)]
+
+    def batch_subscriptions(self) -> list[tuple[type[Event], BatchHandler]]:
+        """A page's links and their drops come a batch at a time: no event is built for each."""
+        return [(RequestGenerated, self.generated), (RequestDropped, self.dropped)]
 
     async def open(self, crawl: CrawlContext) -> None:
         try:
@@ -82,22 +100,31 @@ class Tracer:
         form = self._formats.get(type(event))
         self._write(form(event, t) if form is not None else self._generic(event, t))
 
-    @staticmethod
-    def _request(event: RequestGenerated | RequestScheduled, t: float) -> str:
-        request = event.request
-        return f'{{"t":{t:.4f},"event":"{type(event).__name__}","id":{request._id},"url":{_quoted(request.url)}}}\n'
+    def generated(self, requests: Sequence[Request], parent: Response | None) -> None:
+        """New requests: a line each for those from no page (a page's links show when scheduled or dropped)."""
+        if parent is None:
+            t = time.monotonic() - self._start
+            self._write("".join(_request_line(t, "RequestGenerated", request) for request in requests))
+
+    def dropped(self, drops: Sequence[tuple[Request, str]], parent: Response | None) -> None:
+        """Requests dropped: a line each, except a parsed page's links seen already (counted for the page)."""
+        t = time.monotonic() - self._start
+        page = parent.request._id if parent is not None else None
+        if page in self._parsing:
+            duplicates = [reason for _, reason in drops].count("duplicate")  # most of a page's drops
+            self._parsing[page] += duplicates
+            if duplicates < len(drops):
+                self._write("".join(_drop_line(t, r, why) for r, why in drops if why != "duplicate"))
+        else:
+            self._write("".join(_drop_line(t, request, reason) for request, reason in drops))
 
     @staticmethod
-    def _dropped(event: RequestDropped, t: float) -> str:
-        request = event.request
-        return (
-            f'{{"t":{t:.4f},"event":"RequestDropped","id":{request._id},"url":{_quoted(request.url)},'
-            f'"reason":{_dumps(event.reason)}}}\n'
-        )
+    def _scheduled(event: RequestScheduled, t: float) -> str:
+        return _request_line(t, "RequestScheduled", event.request)
 
-    @staticmethod
-    def _downloaded(event: ResponseDownloaded, t: float) -> str:
+    def _downloaded(self, event: ResponseDownloaded, t: float) -> str:
         response = event.response
+        self._parsing[response.request._id] = 0  # its callback runs next: its duplicate links are counted
         meta = response.request._meta
         rung = meta.get("rung") if meta else None  # the fetcher the escalation ladder chose
         return (
@@ -106,11 +133,11 @@ class Tracer:
             + (f',"fetcher":{_dumps(rung)}}}\n' if rung else "}\n")
         )
 
-    @staticmethod
-    def _parsed(event: ResponseParsed, t: float) -> str:
+    def _parsed(self, event: ResponseParsed, t: float) -> str:
+        ident = event.request._id
         return (
-            f'{{"t":{t:.4f},"event":"ResponseParsed","id":{event.request._id},"url":{_quoted(event.response.url)},'
-            f'"items":{event.items},"requests":{event.requests}}}\n'
+            f'{{"t":{t:.4f},"event":"ResponseParsed","id":{ident},"url":{_quoted(event.response.url)},'
+            f'"items":{event.items},"requests":{event.requests},"duplicates":{self._parsing.pop(ident, 0)}}}\n'
         )
 
     @staticmethod
@@ -119,8 +146,7 @@ class Tracer:
         where = f',"id":{response.request._id},"url":{_quoted(response.url)}' if response is not None else ""
         return f'{{"t":{t:.4f},"event":"{type(event).__name__}"{where},"type":{_dumps(item_type(event.item))}}}\n'
 
-    @staticmethod
-    def _generic(event: Event, t: float) -> str:
+    def _generic(self, event: Event, t: float) -> str:
         record: dict[str, Any] = {"t": round(t, 4), "event": type(event).__name__}
         if isinstance(event, RequestEvent):  # the fetched URL: no fragment
             record |= {"id": event.request._id, "url": event.request.url.partition("#")[0]}
@@ -128,6 +154,9 @@ class Tracer:
             record |= {"id": event.response.request._id, "url": event.response.url}
         if isinstance(event, RequestFailed):
             record |= {"reason": event.reason, "attempt": event.attempt, "final": event.final}
+            duplicates = self._parsing.pop(event.request._id, 0)  # a page whose callback failed
+            if duplicates:
+                record["duplicates"] = duplicates
         elif isinstance(event, ItemDropped):
             record |= {"reason": event.reason, "type": item_type(event.item)}
         elif isinstance(event, FetcherChanged):
@@ -138,6 +167,17 @@ class Tracer:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _request_line(t: float, event: str, request: Request) -> str:
+    return f'{{"t":{t:.4f},"event":"{event}","id":{request._id},"url":{_quoted(request.url)}}}\n'
+
+
+def _drop_line(t: float, request: Request, reason: str) -> str:
+    return (
+        f'{{"t":{t:.4f},"event":"RequestDropped","id":{request._id},"url":{_quoted(request.url)},'
+        f'"reason":{_dumps(reason)}}}\n'
+    )
 
 
 def _quoted(url: str) -> str:

@@ -323,8 +323,7 @@ class RunLog:
             return
         with closing(connect(self.path)) as db, db:  # one transaction, then the file is closed
             db.execute(
-                "UPDATE runs SET finished_at = ?, finish_reason = ?, stats = ?, profile = ?, warnings = ?"
-                " WHERE id = ?",
+                "UPDATE runs SET finished_at = ?, finish_reason = ?, stats = ?, profile = ?, warnings = ? WHERE id = ?",
                 (
                     time.time(),
                     stats.get("finish_reason"),
