@@ -113,8 +113,11 @@ class DefaultScheduler:
             # an offsite or mailto: link seen recently is refused again, unchecked.
             key = None
             meta = request._meta  # a request in a cookie jar of its own is not known by its URL alone
-            if request.method == "GET" and not request.body and not request.dont_filter and not (
-                meta and "cookiejar" in meta
+            if (
+                request.method == "GET"
+                and not request.body
+                and not request.dont_filter
+                and not (meta and "cookiejar" in meta)
             ):
                 key = request.url.partition("#")[0]
                 if key in recent.new or key in recent.old:
