@@ -60,9 +60,10 @@ async def connect(url: str) -> Redis:
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"bad Redis URL {url!r} (use redis://HOST:PORT/DB)")
     # a bounded pool whose callers wait for a free connection: redis-py's default pool (100 connections)
-    # raises "Too many connections" once more than 100 downloads release their slots at the same moment
+    # raises "Too many connections" once more than 100 downloads release their slots at the same moment.
+    # The wait is bounded too: with Redis gone, a caller must fail (and the crawl pause), not wait for ever.
     options = {"decode_responses": True, "socket_connect_timeout": 3, "socket_timeout": 10}
-    pool = BlockingConnectionPool.from_url(url, max_connections=_CONNECTIONS, timeout=None, **options)
+    pool = BlockingConnectionPool.from_url(url, max_connections=_CONNECTIONS, timeout=10, **options)
     client = Redis.from_pool(pool)  # owns the pool: aclose() closes its connections
     try:
         await client.ping()
