@@ -112,6 +112,9 @@ def run_tree(
                 roots = [process.pid, *(p for p, parent in tree.items() if parent == ours and p not in before)]
                 memory = tree_pss(descendants(roots, tree) - {ours})
                 samples.append((time.perf_counter() - started, progress(), memory))
+            # the progress at the end (the run may end between two samples); its tree is gone by
+            # now, so the last memory reading stands for it
+            samples.append((time.perf_counter() - started, progress(), samples[-1][2] if samples else 0))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
