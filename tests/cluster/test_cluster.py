@@ -186,62 +186,55 @@ class Wide(Spider):
 """
 
 
-async def test_hundreds_of_downloads_ending_at_once_wait_for_redis_connections(tmp_path: Path) -> None:
-    """300 slow pages in flight in one worker end together: each returns its host slot to Redis at
-    the same moment, more calls at once than a client has connections. They queue for one."""
-    pages = 300
+def wide_site(pages: int, delay: float) -> web.Application:
+    """A home page linking ``pages`` leaves on the same host, each answering after ``delay`` seconds."""
 
     async def home(request: web.Request) -> web.Response:
         links = "".join(f'<a href="/w/{n}">{n}</a>' for n in range(pages))
         return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
 
     async def page(request: web.Request) -> web.Response:
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(delay)
         return web.Response(text="<html><p>leaf</p></html>", content_type="text/html")
 
     app = web.Application()
     app.router.add_get("/", home)
     app.router.add_get("/w/{n}", page)
+    return app
+
+
+async def crawl_wide(tmp_path: Path, app: web.Application, *limits: str) -> tuple[str, int, int]:
+    """Seed and run one worker on ``app``: its output, the items in Redis, the scripts Redis ran."""
     (tmp_path / "wide.py").write_text(WIDE_SPIDER)
     async with serve(app) as base:
         with redis_server(tmp_path) as server:
             spider = [str(tmp_path / "wide.py"), "-a", f"base_url={base}", "--redis", server.url]
             await ended(await eclaw(tmp_path, "seed", *spider))
-            limits = ["-s", f"concurrency={pages}", "-s", f"concurrency_per_domain={pages}"]
             output = await ended(await eclaw(tmp_path, "worker", *spider, *limits))
-            items = await stored_items(server, "wide")
-    assert "Too many connections" not in output and "unreachable" not in output, output[-2000:]
-    assert len(items) == pages + 1
-
-
-async def test_requests_waiting_for_a_full_host_do_not_poll_redis(tmp_path: Path) -> None:
-    """100 links to one host that takes 2 at a time: the worker leases many of them while the host is
-    full; they wait for a slot it frees (or a slow poll), not each asking Redis every few ms."""
-    pages = 100
-
-    async def home(request: web.Request) -> web.Response:
-        links = "".join(f'<a href="/w/{n}">{n}</a>' for n in range(pages))
-        return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
-
-    async def page(request: web.Request) -> web.Response:
-        await asyncio.sleep(0.05)
-        return web.Response(text="<html><p>leaf</p></html>", content_type="text/html")
-
-    app = web.Application()
-    app.router.add_get("/", home)
-    app.router.add_get("/w/{n}", page)
-    (tmp_path / "wide.py").write_text(WIDE_SPIDER)
-    async with serve(app) as base:
-        with redis_server(tmp_path) as server:
-            spider = [str(tmp_path / "wide.py"), "-a", f"base_url={base}", "--redis", server.url]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            limits = ["-s", "concurrency=32", "-s", "concurrency_per_domain=2"]
-            await ended(await eclaw(tmp_path, "worker", *spider, *limits))
             items = await stored_items(server, "wide")
             redis = Redis.from_url(server.url, decode_responses=True)
             try:
                 scripts = (await redis.info("commandstats"))["cmdstat_evalsha"]["calls"]
             finally:
                 await redis.aclose()
-    assert len(items) == pages + 1
+    return output, len(items), int(scripts)
+
+
+async def test_hundreds_of_downloads_ending_at_once_wait_for_redis_connections(tmp_path: Path) -> None:
+    """300 slow pages in flight in one worker end together: each returns its host slot to Redis at
+    the same moment, more calls at once than a client has connections. They queue for one."""
+    pages = 300
+    limits = ["-s", f"concurrency={pages}", "-s", f"concurrency_per_domain={pages}"]
+    output, items, _ = await crawl_wide(tmp_path, wide_site(pages, 0.3), *limits)
+    assert "Too many connections" not in output and "unreachable" not in output, output[-2000:]
+    assert items == pages + 1
+
+
+async def test_requests_waiting_for_a_full_host_do_not_poll_redis(tmp_path: Path) -> None:
+    """100 links to one host that takes 2 at a time: the worker leases many of them while the host is
+    full; they wait for a slot it frees (or a slow poll), not each asking Redis every few ms."""
+    pages = 100
+    limits = ["-s", "concurrency=32", "-s", "concurrency_per_domain=2"]
+    _, items, scripts = await crawl_wide(tmp_path, wide_site(pages, 0.05), *limits)
+    assert items == pages + 1
     assert scripts < 8 * (pages + 1), scripts  # a lease, a slot, a completion, links: a handful a page
