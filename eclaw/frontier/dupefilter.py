@@ -2,56 +2,92 @@
 
 from __future__ import annotations
 
-import io
+import struct
+from collections.abc import Callable
 from typing import BinaryIO
 
-from pybloom_live import ScalableBloomFilter
+from rbloom import Bloom
 
 from eclaw.http import Request
 
 __all__ = ["BloomDupeFilter", "RecentSet", "SetDupeFilter", "recent_key"]
 
 
-class BloomDupeFilter:
-    """Scalable Bloom filter (pybloom-live): about 1.8 MB per million URLs at
-    0.1 % false positives, growing past ``capacity``.
+def _stable_hash(fp: bytes, _from_bytes: Callable[..., int] = int.from_bytes) -> int:
+    """A fingerprint is already a digest: its first 16 bytes are the hash, the same in every process
+    (Python's own ``hash`` of bytes changes per process, and a saved filter must outlive it)."""
+    return _from_bytes(fp[:16], "big", signed=True)
 
-    A false positive drops a new URL as a duplicate: keep ``error_rate`` low.
+
+class BloomDupeFilter:
+    """Scalable Bloom filter (rbloom, in Rust): about 3.8 MB per million URLs at one
+    false positive in a million, growing past ``capacity``.
+
+    It grows in stages: when a stage holds the URLs it was sized for, a new one twice its
+    size opens, with half its false-positive rate, so the rates of all stages sum to at most
+    ``error_rate``. A false positive drops a new URL as a duplicate: keep ``error_rate`` low.
     """
 
+    _MAGIC = b"eclaw-bloom-1\n"
+
     def __init__(self, capacity: int = 1_000_000, error_rate: float = 0.001) -> None:
-        self._bloom = ScalableBloomFilter(initial_capacity=capacity, error_rate=error_rate)
+        self._capacity = capacity
+        self._error_rate = error_rate
+        self._stages: list[tuple[Bloom, int]] = []  # (filter, URLs it was sized for)
         self._count = 0
+        self._room = 0  # URLs the newest stage may still take
+        self._grow()
+
+    def _grow(self) -> None:
+        size = self._capacity << len(self._stages)
+        rate = self._error_rate / (2 << len(self._stages))
+        self._stages.append((Bloom(size, rate, _stable_hash), size))
+        self._room = size
 
     def add(self, fp: bytes) -> bool:
-        # ScalableBloomFilter.add returns True when the key was (probably) present. It hashes
-        # the key twice (test, then set); while there is one filter with room, one pass does both.
-        filters = self._bloom.filters
-        if len(filters) == 1 and filters[0].count < filters[0].capacity:
-            present = filters[0].add(fp)
-        else:
-            present = self._bloom.add(fp)
-        if present:
-            return False
+        """Remember ``fp``; whether it was new (``False``: seen before, or a false positive)."""
+        for stage, _ in self._stages:
+            if fp in stage:
+                return False
+        if not self._room:
+            self._grow()
+        self._stages[-1][0].add(fp)
+        self._room -= 1
         self._count += 1
         return True
 
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def nbytes(self) -> int:
+        """Memory of the filter's bits."""
+        return sum(stage.size_in_bits // 8 for stage, _ in self._stages)
+
     def dump(self, file: BinaryIO) -> None:
-        """Write the filter to ``file`` (pybloom-live's format, then the count)."""
-        self._bloom.tofile(file)
-        file.seek(0, io.SEEK_END)  # tofile leaves the position at its header
-        file.write(self._count.to_bytes(8, "little"))
+        """Write the filter to ``file``: a header, the count, then each stage (its size and rbloom's bytes)."""
+        file.write(self._MAGIC + struct.pack("<QQdI", self._count, self._room, self._error_rate, len(self._stages)))
+        for stage, size in self._stages:
+            data = stage.save_bytes()
+            file.write(struct.pack("<QQ", size, len(data)) + data)
 
     def load(self, file: BinaryIO) -> None:
-        """Replace the filter with one written by :meth:`dump`."""
-        self._bloom = ScalableBloomFilter.fromfile(file)
-        self._count = int.from_bytes(file.read(8), "little")
+        """Replace the filter with one written by :meth:`dump` (``ValueError`` if it is not one)."""
+        if file.read(len(self._MAGIC)) != self._MAGIC:
+            raise ValueError("not a duplicate filter of this eclaw version (start a new --state folder)")
+        count, room, rate, stages = struct.unpack("<QQdI", file.read(struct.calcsize("<QQdI")))
+        loaded = []
+        for _ in range(stages):
+            size, length = struct.unpack("<QQ", file.read(16))
+            data = file.read(length)
+            if len(data) != length:
+                raise ValueError("duplicate filter cut short")
+            loaded.append((Bloom.load_bytes(data, _stable_hash), size))
+        self._stages, self._count, self._room, self._error_rate = loaded, count, room, rate
+        self._capacity = loaded[0][1] if loaded else self._capacity
 
     def __repr__(self) -> str:
-        return f"BloomDupeFilter(seen={self._count})"
+        return f"BloomDupeFilter(seen={self._count}, stages={len(self._stages)})"
 
 
 class SetDupeFilter:

@@ -28,7 +28,7 @@ class SpillQueue:
     order) and keeps, per host, how many wait here and which comes first; the file only needs an
     index by host. It lives in a private temporary directory, removed on ``close``; nothing is
     synced to disk (it is a memory overflow, not a record). Requests that cannot be written as JSON
-    stay with the caller. Rows are written ``BATCH`` at a time (and before any read).
+    stay with the caller. Rows are written ``BATCH`` at a time (and before a read of a host among them).
     """
 
     BATCH = 512
@@ -39,6 +39,7 @@ class SpillQueue:
         self._db: sqlite3.Connection | None = None
         self._count = 0  # rows in the file, and ...
         self._rows: list[tuple[int, str, int, str]] = []  # ... rows not written yet: one transaction per batch
+        self._unwritten: set[str] = set()  # hosts with rows not written yet
         self.spilled = 0  # requests ever written
         self.taken = 0  # reads (one per host refilled)
 
@@ -63,13 +64,15 @@ class SpillQueue:
 
     def put(self, rows: Sequence[Row]) -> list[Row]:
         """Queue ``rows`` for the file; returns those that cannot be stored (they stay in memory)."""
-        pending, kept = self._rows, []
+        pending, unwritten, kept = self._rows, self._unwritten, []
         for row in rows:
             seq, host, request = row
             try:
                 pending.append((seq, host, request.priority, dumps(request, self._spider)))
             except NotSerialisable:
                 kept.append(row)
+            else:
+                unwritten.add(host)
         self.spilled += len(rows) - len(kept)
         if len(pending) >= self.BATCH:
             self._write()
@@ -82,11 +85,12 @@ class SpillQueue:
         db.execute("COMMIT")
         self._count += len(self._rows)
         self._rows = []
+        self._unwritten.clear()
 
     def take(self, host: str, limit: int) -> tuple[list[tuple[int, Request]], tuple[int, int] | None]:
         """Remove and return up to ``limit`` of ``host``'s requests in order, with their sequence numbers,
         and the order key ``(-priority, seq)`` of the first one left (``None``: none left)."""
-        if self._rows:
+        if host in self._unwritten:
             self._write()
         if self._db is None:
             return [], None
@@ -114,3 +118,4 @@ class SpillQueue:
             self._dir = None
         self._count = 0
         self._rows = []
+        self._unwritten.clear()

@@ -115,6 +115,8 @@ def test_dupe_filters_round_trip() -> None:
         copy.load(file)
         assert len(copy) == 500
         assert not copy.add(b"42") and copy.add(b"new")
+    with pytest.raises(ValueError, match="not a duplicate filter of this eclaw version"):
+        BloomDupeFilter(10).load(io.BytesIO(b"\x00" * 64))  # e.g. one saved by an older eclaw
 
 
 async def test_another_spiders_state_is_refused(tmp_path: Path) -> None:
