@@ -3,6 +3,7 @@ request records are plain JSON with callbacks by name."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -93,6 +94,41 @@ async def test_spilled_requests_come_back_in_order() -> None:
     assert urls[0] == "http://shop.test/urgent"
     assert [u for u in urls if u.rsplit("/", 1)[1].isdigit()] == [r.url for r in batch]  # first in, first out
     assert len(urls) == 102 and scheduler._spill.spilled == 90
+
+
+async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Requests of 40 hosts, of three priorities, arrive while others are handed out; most wait on disk,
+    # written and deleted in batches of 4. Each one handed out must be the first of all that wait:
+    # higher priority first, then first in, first out.
+    monkeypatch.setattr("eclaw.frontier.spill.SpillQueue.BATCH", 4)
+    rng = random.Random(7)
+    scheduler = DefaultScheduler()
+    await scheduler.open(Site(), Settings(frontier_memory=8, concurrency=1), lambda: None)
+    waiting: dict[str, tuple[int, int]] = {}  # url -> (-priority, arrival)
+    handed: list[str] = []
+    try:
+        for step in range(400):
+            if rng.random() < 0.55:
+                batch = [
+                    Request(f"http://h{rng.randrange(40)}.test/{step}-{n}", priority=-rng.randrange(3))
+                    for n in range(rng.randrange(1, 6))
+                ]
+                assert await scheduler.enqueue(batch) == [None] * len(batch)
+                waiting.update({r.url: (-r.priority, len(waiting) + len(handed) + i) for i, r in enumerate(batch)})
+            elif waiting:
+                request = await scheduler.next_request()
+                assert request is not None
+                assert request.url == min(waiting, key=waiting.__getitem__)
+                handed.append(request.url)
+                del waiting[request.url]
+                await scheduler.release(request)
+        assert scheduler._spill.spilled > 100 and scheduler.pending() == len(waiting)
+        for request in await drain(scheduler):
+            assert request.url == min(waiting, key=waiting.__getitem__)
+            del waiting[request.url]
+    finally:
+        await scheduler.close()
+    assert not waiting
 
 
 async def test_a_crawl_with_a_tiny_window_is_complete(demo_url: str) -> None:

@@ -52,7 +52,7 @@ class HostSlot:
         self.heap: list[tuple[int, int, Request]] = []  # (-priority, seq, request)
         self.disk = 0  # requests of the host waiting on disk ...
         self.disk_key = NO_KEY  # ... and the (-priority, seq) of the first of them
-        self.queued = False  # present in the frontier's ready heap
+        self.queued: tuple[int, int] | None = None  # the order key it waits under in the frontier's ready heap
         self.timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:

@@ -55,7 +55,7 @@ class DefaultScheduler:
         self._leased: dict[int, HostSlot] = {}  # id of each request handed out -> its host's slot
         self._refused: dict[str, str] = {}  # recent URLs refused for a reason of the URL alone
         self._slots: dict[str, HostSlot] = {}  # hosts with requests queued, in flight or a timer running
-        self._ready: list[tuple[int, int, HostSlot]] = []  # slots that may start a download, by their head
+        self._ready: list[tuple[int, int, int, HostSlot]] = []  # slots that may start a download, by their head
         self._seq = itertools.count()
         self._pending = 0  # in memory and on disk
         self._in_memory = 0
@@ -192,8 +192,15 @@ class DefaultScheduler:
         return None if self.dupefilter.add(fingerprint(request)) else "duplicate"
 
     def _offer(self, slot: HostSlot) -> None:
-        """Put ``slot`` in the ready heap if it can start a download now (else time it)."""
-        if slot.queued or slot.timer is not None or slot.unsent or not (slot.heap or slot.disk):
+        """Put ``slot`` in the ready heap if it can start a download now (else time it); one waiting there
+        already moves up if a request that comes before its head arrived (its old entry goes stale)."""
+        if slot.queued:
+            key = slot.head()
+            if key < slot.queued:
+                heapq.heappush(self._ready, (key[0], key[1], next(self._seq), slot))
+                slot.queued = key
+            return
+        if slot.timer is not None or slot.unsent or not (slot.heap or slot.disk):
             return
         if slot.active >= self._limits.get(slot.host, self._per_host):
             return
@@ -203,9 +210,9 @@ class DefaultScheduler:
             if wait > 0:
                 slot.timer = loop.call_later(wait, self._delay_elapsed, slot)
                 return
-        prio, seq = slot.head()
-        heapq.heappush(self._ready, (prio, seq, slot))
-        slot.queued = True
+        key = slot.head()
+        heapq.heappush(self._ready, (key[0], key[1], next(self._seq), slot))  # never compares two slots
+        slot.queued = key
 
     def _delay_elapsed(self, slot: HostSlot) -> None:
         slot.timer = None
@@ -217,8 +224,10 @@ class DefaultScheduler:
             return None
         ready = self._ready
         while ready:
-            _, _, slot = heapq.heappop(ready)
-            slot.queued = False
+            prio, seq, _, slot = heapq.heappop(ready)
+            if slot.queued != (prio, seq):  # stale: it moved up since, or was handed out from there
+                continue
+            slot.queued = None
             if slot.not_before and slot.not_before > asyncio.get_running_loop().time():
                 self._offer(slot)  # a request sent since it was offered moved its next start
                 continue

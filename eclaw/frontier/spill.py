@@ -28,7 +28,8 @@ class SpillQueue:
     order) and keeps, per host, how many wait here and which comes first; the file only needs an
     index by host. It lives in a private temporary directory, removed on ``close``; nothing is
     synced to disk (it is a memory overflow, not a record). Requests that cannot be written as JSON
-    stay with the caller. Rows are written ``BATCH`` at a time (and before a read of a host among them).
+    stay with the caller. Rows are written ``BATCH`` at a time (and before a read of a host among them);
+    rows read back are deleted ``BATCH`` at a time too, skipped by reads until then.
     """
 
     BATCH = 512
@@ -40,6 +41,8 @@ class SpillQueue:
         self._count = 0  # rows in the file, and ...
         self._rows: list[tuple[int, str, int, str]] = []  # ... rows not written yet: one transaction per batch
         self._unwritten: set[str] = set()  # hosts with rows not written yet
+        self._taken: dict[str, set[int]] = {}  # rows read back, not deleted yet (by host): deleted a batch at a time
+        self._taken_count = 0
         self.spilled = 0  # requests ever written
         self.taken = 0  # reads (one per host refilled)
 
@@ -82,29 +85,32 @@ class SpillQueue:
         db = self._db = self._db or self._open()
         db.execute("BEGIN")
         db.executemany("INSERT INTO queue (seq, host, priority, record) VALUES (?, ?, ?, ?)", self._rows)
+        if self._taken:
+            db.executemany("DELETE FROM queue WHERE seq = ?", [(seq,) for seqs in self._taken.values() for seq in seqs])
         db.execute("COMMIT")
         self._count += len(self._rows)
         self._rows = []
         self._unwritten.clear()
+        self._taken, self._taken_count = {}, 0
 
     def take(self, host: str, limit: int) -> tuple[list[tuple[int, Request]], tuple[int, int] | None]:
         """Remove and return up to ``limit`` of ``host``'s requests in order, with their sequence numbers,
         and the order key ``(-priority, seq)`` of the first one left (``None``: none left)."""
-        if host in self._unwritten:
+        if host in self._unwritten or self._taken_count >= self.BATCH:
             self._write()
         if self._db is None:
             return [], None
-        db = self._db
         query = "SELECT seq, priority, record FROM queue WHERE host = ? ORDER BY priority DESC, seq LIMIT ?"
-        rows = db.execute(query, (host, limit + 1)).fetchall()
+        taken = self._taken.get(host)
+        if taken:
+            rows = [row for row in self._db.execute(query, (host, limit + 1 + len(taken))) if row[0] not in taken]
+        else:
+            rows = self._db.execute(query, (host, limit + 1)).fetchall()
+            taken = self._taken[host] = set()
         following = (-rows[limit][1], rows[limit][0]) if len(rows) > limit else None
         rows = rows[:limit]
-        if len(rows) == 1:
-            db.execute("DELETE FROM queue WHERE seq = ?", (rows[0][0],))
-        elif rows:
-            db.execute("BEGIN")
-            db.executemany("DELETE FROM queue WHERE seq = ?", [(row[0],) for row in rows])
-            db.execute("COMMIT")
+        taken.update(row[0] for row in rows)
+        self._taken_count += len(rows)
         self._count -= len(rows)
         self.taken += 1
         return [(seq, loads(record, self._spider)) for seq, _, record in rows], following
@@ -119,3 +125,4 @@ class SpillQueue:
         self._count = 0
         self._rows = []
         self._unwritten.clear()
+        self._taken, self._taken_count = {}, 0

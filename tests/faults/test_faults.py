@@ -12,7 +12,7 @@ from eclaw.events import RequestFailed, ResponseDownloaded
 from eclaw.middlewares import Retry, UserAgent
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_jsonl, record_file, recorder
-from tests.faults.site import ENCODED, LONG, MANY, TRACKED, FaultSite
+from tests.faults.site import ENCODED, LONG, MANY, TRACKED, FaultSite, bomb
 
 
 class FaultSpider(Spider):
@@ -124,6 +124,7 @@ async def test_huge_bodies_are_refused_without_being_read_into_memory() -> None:
 
     site = FaultSite()
     engine = Engine(Settings(max_response_size=1024 * 1024), middlewares=[])
+    bomb()  # the site is in this process: its 100 MB of zeros, compressed once, is not the crawler's memory
     async with serve(site.app()) as base:
         tracemalloc.start()
         try:
