@@ -19,10 +19,12 @@ import math
 import os
 import socket
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eclaw.cluster import lua as redis_lua
+from eclaw.cluster.pipeline import Pipeliner
 from eclaw.cluster.sink import ClusterSink
 from eclaw.cluster.waits import Waits
 from eclaw.cluster.wakeups import Wakeups
@@ -44,6 +46,7 @@ __all__ = ["RedisScheduler", "connect"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+_LEASE_MAX = 16  # requests one LEASE takes at most (and never more than the worker's share of the queue)
 
 
 _CONNECTIONS = 64  # per client; more gain nothing against one single-threaded redis-server
@@ -96,6 +99,7 @@ class RedisScheduler:
         # without a round trip (most links on a site are repeats)
         self._recent = RecentSet()
         self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
+        self._ready: deque[Request] = deque()  # holding their slot, not handed out yet
         self._delays: dict[str, float] = {}
         self._limits: dict[str, int] = {}  # per-host concurrency over concurrency_per_domain
         self._delay = 0.0
@@ -140,6 +144,7 @@ class RedisScheduler:
             name: self.redis.register_script(getattr(redis_lua, name))
             for name in ("ENQUEUE", "LEASE", "COMPLETE", "REQUEUE", "REAP", "COUNT", "ACQUIRE", "MARK")
         }
+        self._pipeliner = Pipeliner(self.redis, [getattr(redis_lua, name) for name in self._scripts])
         if settings.dupefilter == "bloom":
             n, p = settings.dupefilter_capacity, settings.dupefilter_error_rate
             bits = math.ceil(-n * math.log(p) / math.log(2) ** 2)
@@ -164,6 +169,7 @@ class RedisScheduler:
         if self._wakeups is not None:
             await self._wakeups.stop()
         self._waits.clear()
+        self._ready.clear()  # leased with their slots: the REAP below gives both back
         if self.redis is not None:
             try:  # what this worker still holds goes back to the queue at once
                 await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
@@ -175,7 +181,14 @@ class RedisScheduler:
     # -- Redis calls, retried while Redis is away ---------------------------------------
 
     async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return await self.call(lambda: self._scripts[script](keys=[self.prefix + k for k in keys], args=list(args)))
+        return (await self.call(lambda: self._pipeliner.send([self._evalsha(script, keys, args)])))[0]
+
+    def _evalsha(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        return ("EVALSHA", self._scripts[script].sha, len(keys), *[self.prefix + k for k in keys], *args)
+
+    async def command(self, *args: Any) -> Any:
+        """One Redis command (``"HSETNX", key, field, value``), sent with the others of this turn of the loop."""
+        return (await self._pipeliner.send([args]))[0]
 
     async def call(self, make: Callable[[], Awaitable[T]]) -> T:
         """``await make()``, retried with backoff for up to ``lease_timeout`` while Redis cannot be reached."""
@@ -286,24 +299,9 @@ class RedisScheduler:
         results = await self.call(lambda: self._pipelined(calls)) if calls else []
         return [bool(result) for result in results]
 
-    async def _pipelined(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> list[Any]:
-        """The scripts in one round trip (by hash: no SCRIPT EXISTS first); loaded again if Redis forgot them."""
-        from redis.exceptions import NoScriptError
-
-        assert self.redis is not None
-        try:
-            return await self._send(calls)
-        except NoScriptError:  # a restarted Redis: nothing ran, every script was unknown
-            for name in {script for _, script, _, _ in calls}:
-                await self.redis.script_load(getattr(redis_lua, name))
-            return await self._send(calls)
-
-    async def _send(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> list[Any]:
-        assert self.redis is not None
-        pipe = self.redis.pipeline(transaction=False)
-        for _, script, keys, args in calls:
-            pipe.evalsha(self._scripts[script].sha, len(keys), *[self.prefix + k for k in keys], *args)
-        return await pipe.execute()
+    def _pipelined(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> Awaitable[list[Any]]:
+        """The scripts, sent with the other calls of this turn of the loop (by hash, loaded if Redis forgot them)."""
+        return self._pipeliner.send([self._evalsha(script, keys, args) for _, script, keys, args in calls])
 
     def _marks(self, request: Request) -> tuple[str, list[Any]]:
         if request.dont_filter:
@@ -318,52 +316,61 @@ class RedisScheduler:
     async def next_request(self) -> Request | None:
         settings = self._settings
         loop = asyncio.get_running_loop()
-        while len(self._held) < settings.concurrency:
+        while not self._ready and len(self._held) < settings.concurrency:
             request = self._waits.ready(loop.time())
-            if request is None:
+            if request is not None:
+                batch = [request]
+            else:
                 if len(self._waits) >= settings.concurrency or not self.counts[0]:
                     return None
-                request = await self._lease()
-                if request is None:
+                batch = await self._lease(min(_LEASE_MAX, settings.concurrency - len(self._held)))
+                if not batch:
                     return None
-            if await self._acquire(request):
-                return request
-        return None
+            await self._acquire(batch)
+        return self._ready.popleft() if self._ready else None
 
-    async def _lease(self) -> Request | None:
+    async def _lease(self, count: int) -> list[Request]:
+        """Up to ``count`` requests from the queue (two round trips for them all: lease, then their slots)."""
         keys = ["queue", "requests", "leases:" + self.worker, "workers"]
-        popped = await self._run("LEASE", keys, [1, self.prefix])  # one: an idle worker may take the next
+        popped = await self._run("LEASE", keys, [count, self.prefix])
         if len(popped) == 1:  # nothing queued; but while others hold requests, the crawl is not over
             self.counts = (0, int(popped[0]), self.counts[2])
-            return None
-        request_id, record = popped
-        request = loads(record, self._spider)
-        request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
-        return request
+            return []
+        leased = []
+        for request_id, record in zip(popped[::2], popped[1::2], strict=True):
+            request = loads(record, self._spider)
+            request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
+            leased.append(request)
+        return leased
 
-    async def _acquire(self, request: Request) -> bool:
-        """One of the request's host slots, cluster-wide; else it waits here for as long as Redis says."""
-        host = url_host(request.url)
-        token = f"{self.worker}:{-request._id}"
-        delay = self._delays.get(host, self._delay)
+    async def _acquire(self, requests: list[Request]) -> None:
+        """One of each request's host slots, cluster-wide, in one round trip: those that got one are
+        ready to hand out; the others wait here for as long as Redis says."""
+        calls: list[tuple[int, str, list[str], list[Any]]] = []
         lifetime = int((self._settings.timeout + 30) * 1000)
-        limit = self._limits.get(host, self._settings.concurrency_per_domain)
-        args = [limit, int(delay * 1000), token, lifetime, host]
-        wait_ms = await self._run("ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args)
-        if not wait_ms:
-            self._held[request._id] = (host, token)
-            self._waits.acquired(host)
-            return True
-        if int(wait_ms) < 0:
-            self._waits.full(host, request)
-        else:
-            self._waits.delayed(request, asyncio.get_running_loop().time() + int(wait_ms) / 1000)
-        return False
+        for index, request in enumerate(requests):
+            host = url_host(request.url)
+            delay = self._delays.get(host, self._delay)
+            limit = self._limits.get(host, self._settings.concurrency_per_domain)
+            args = [limit, int(delay * 1000), f"{self.worker}:{-request._id}", lifetime, host]
+            calls.append((index, "ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args))
+        waits = await self.call(lambda: self._pipelined(calls))
+        now = asyncio.get_running_loop().time()
+        for request, (_, _, keys, _), wait_ms in zip(requests, calls, waits, strict=True):
+            host = keys[0].removeprefix("slots:")
+            if not wait_ms:
+                self._held[request._id] = (host, f"{self.worker}:{-request._id}")
+                self._waits.acquired(host)
+                self._ready.append(request)
+            elif int(wait_ms) < 0:
+                self._waits.full(host, request)
+            else:
+                self._waits.delayed(request, now + int(wait_ms) / 1000)
 
     async def release(self, request: Request) -> None:
         host, token = self._held.pop(request._id, ("", ""))
         if token:
-            await self.call(lambda: self.redis.zrem(self.prefix + "slots:" + host, token))  # type: ignore[union-attr]
+            await self.call(lambda: self.command("ZREM", self.prefix + "slots:" + host, token))
             self._waits.freed(host)
 
     async def done(self, request: Request) -> None:
@@ -376,7 +383,7 @@ class RedisScheduler:
         queued, leased, seeded = self.counts
         if not seeded and not self.seed:
             return 1  # no start requests yet: wait for `eclaw seed`
-        return len(self._waits) + queued + leased
+        return len(self._waits) + len(self._ready) + queued + leased
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         if host is None:

@@ -64,10 +64,13 @@ return new
 )
 
 # KEYS: queue, requests, leases:<worker>, workers. ARGV: count, key prefix. Moves up to count
-# requests from the queue to the worker's leases; returns id, record, id, record... or, with
-# the queue empty, {leased}: how many requests every worker holds (the crawl may not be over).
+# requests from the queue to the worker's leases, but no more than the worker's share of the queue
+# (queued / workers, at least one: an idle worker may take the next); returns id, record, id,
+# record... or, with the queue empty, {leased}: how many requests every worker holds (the crawl
+# may not be over).
 LEASE = """
-local popped = redis.call('ZPOPMIN', KEYS[1], ARGV[1])
+local share = math.floor(redis.call('ZCARD', KEYS[1]) / math.max(1, redis.call('ZCARD', KEYS[4])))
+local popped = redis.call('ZPOPMIN', KEYS[1], math.max(1, math.min(tonumber(ARGV[1]), share)))
 if #popped == 0 then
   local leased = 0
   for _, worker in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do

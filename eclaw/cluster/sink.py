@@ -39,6 +39,8 @@ class SharedRedis(Protocol):
 
     async def call(self, make: Callable[[], Awaitable[T]]) -> T: ...
 
+    async def command(self, *args: Any) -> Any: ...
+
 
 class ClusterSink:
     """The last pipeline of a distributed crawl: items into Redis (once each), stats alongside."""
@@ -61,9 +63,8 @@ class ClusterSink:
         text = json.dumps(data, ensure_ascii=False, default=str, sort_keys=True)
         key = item_key(item, data, self._keys)
         ident = f"{item_type(item)}:{key}" if key is not None else hashlib.sha1(text.encode()).hexdigest()
-        redis = self._scheduler.redis
-        assert redis is not None
-        await self._scheduler.call(lambda: redis.hsetnx(self._scheduler.prefix + "items", ident, text))
+        items = self._scheduler.prefix + "items"
+        await self._scheduler.call(lambda: self._scheduler.command("HSETNX", items, ident, text))
         loop = asyncio.get_running_loop()
         if loop.time() - self._pushed > 1.0:
             self._pushed = loop.time()

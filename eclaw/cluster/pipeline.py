@@ -1,0 +1,84 @@
+"""Redis calls made in one turn of the event loop go to Redis together, in one pipeline.
+
+A worker's downloads end, store their items and hand back their slots and leases at about the same
+time, each from its own task: sent one by one, every call would cost a round trip and the client's
+own work per request; gathered, they share one. Each caller still gets its own results, or its own
+error (a failed command fails only its caller; a lost connection fails every caller of the batch,
+each of which retries on its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["Pipeliner"]
+
+Command = tuple[Any, ...]  # the arguments of one Redis command, name first
+
+
+class Pipeliner:
+    """Gathers the commands sent during one turn of the loop and sends them as one pipeline.
+
+    ``scripts`` are the Lua scripts called by hash (``EVALSHA``): if Redis does not know them (it
+    restarted), they are loaded and only the calls that did not run are sent again.
+    """
+
+    def __init__(self, redis: Any, scripts: Sequence[str]) -> None:
+        self._redis = redis
+        self._scripts = scripts
+        self._queued: list[tuple[Sequence[Command], asyncio.Future[list[Any]]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def send(self, commands: Sequence[Command]) -> asyncio.Future[list[Any]]:
+        """The results of ``commands``, in order, once the pipeline they joined came back."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._flush)
+        self._queued.append((commands, future))
+        return future
+
+    def _flush(self) -> None:
+        queued, self._queued = self._queued, []
+        task = asyncio.ensure_future(self._execute(queued))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _execute(self, queued: list[tuple[Sequence[Command], asyncio.Future[list[Any]]]]) -> None:
+        try:
+            results = await self._run([command for commands, _ in queued for command in commands])
+        except Exception as exc:  # the connection: every caller retries its own calls
+            for _, future in queued:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        at = 0
+        for commands, future in queued:
+            part, at = results[at : at + len(commands)], at + len(commands)
+            if future.done():  # its caller was cancelled
+                continue
+            error = next((result for result in part if isinstance(result, Exception)), None)
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(part)
+
+    async def _run(self, commands: list[Command]) -> list[Any]:
+        from redis.exceptions import NoScriptError
+
+        results = await self._pipe(commands)
+        missing = [index for index, result in enumerate(results) if isinstance(result, NoScriptError)]
+        if missing:  # a restarted Redis: those did not run
+            for script in self._scripts:
+                await self._redis.script_load(script)
+            for index, result in zip(missing, await self._pipe([commands[i] for i in missing]), strict=True):
+                results[index] = result
+        return results
+
+    async def _pipe(self, commands: list[Command]) -> list[Any]:
+        pipe = self._redis.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return list(await pipe.execute(raise_on_error=False))
