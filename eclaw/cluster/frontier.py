@@ -109,6 +109,7 @@ class RedisScheduler:
         self._wake: Callable[[], None] = lambda: None
         self._marked_seeded = False
         self._lost = False
+        self._unreachable: tuple[type[Exception], ...] = (OSError,)
 
     shared = True  # every worker of the crawl uses this frontier
 
@@ -140,6 +141,10 @@ class RedisScheduler:
             self.set_delay(host, seconds, floor=True)
         self.prefix = f"eclaw:{spider.name}:"
         self.redis = await connect(self.url)
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeout
+
+        self._unreachable = (RedisConnectionError, RedisTimeout, OSError)  # what ``call`` retries
         self._scripts = {
             name: self.redis.register_script(getattr(redis_lua, name))
             for name in ("ENQUEUE", "LEASE", "COMPLETE", "REQUEUE", "REAP", "COUNT", "ACQUIRE", "MARK")
@@ -192,9 +197,6 @@ class RedisScheduler:
 
     async def call(self, make: Callable[[], Awaitable[T]]) -> T:
         """``await make()``, retried with backoff for up to ``lease_timeout`` while Redis cannot be reached."""
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeout
-
         loop = asyncio.get_running_loop()
         give_up, wait = loop.time() + (0 if self._lost else self._settings.lease_timeout), 0.1
         while True:
@@ -202,7 +204,7 @@ class RedisScheduler:
                 result = await make()
                 self._lost = False
                 return result
-            except (RedisConnectionError, RedisTimeout, OSError) as exc:
+            except self._unreachable as exc:
                 if loop.time() + wait > give_up:
                     self._lost = True  # later calls fail at once: the crawl is pausing
                     raise RedisLost(
