@@ -22,7 +22,8 @@ class Pipeliner:
     """Gathers the commands sent during one turn of the loop and sends them as one pipeline.
 
     ``scripts`` are the Lua scripts called by hash (``EVALSHA``): if Redis does not know them (it
-    restarted), they are loaded and only the calls that did not run are sent again.
+    restarted), they are loaded and only the calls that did not run are sent again (after the
+    others: a caller that needs its commands in order sends scripts only, or one command).
     """
 
     def __init__(self, redis: Any, scripts: Sequence[str]) -> None:
