@@ -47,7 +47,6 @@ __all__ = ["RedisScheduler", "connect"]
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _LEASE_MAX = 16  # requests one LEASE takes at most (and never more than the worker's share of the queue)
-_MAX_HASHES = 32  # h1 + i * h2 of 48-bit halves stays below 2**53, exact in the doubles of Redis's Lua
 
 
 _CONNECTIONS = 64  # per client; more gain nothing against one single-threaded redis-server
@@ -152,7 +151,13 @@ class RedisScheduler:
         }
         self._pipeliner = Pipeliner(self.redis, [getattr(redis_lua, name) for name in self._scripts])
         if settings.dupefilter == "bloom":
-            self._bloom = await self._bloom_shape(settings)
+            n, p = settings.dupefilter_capacity, settings.dupefilter_error_rate
+            bits = math.ceil(-n * math.log(p) / math.log(2) ** 2)
+            wanted = f"{bits}:{max(1, round(bits / n * math.log(2)))}"
+            await self.redis.set(self.prefix + "bloom:size", wanted, nx=True)  # every worker uses the first sizing
+            size = await self.redis.get(self.prefix + "bloom:size")
+            bits_text, hashes = str(size or wanted).split(":")
+            self._bloom = (int(bits_text), int(hashes))
         self._wakeups = Wakeups(self.redis, self.prefix + "events", self._heard)
         await self._wakeups.start()  # before the first count: nothing said after it is missed
         # a worker restarted under its old name (``--processes`` names them) takes back at once what
@@ -161,21 +166,6 @@ class RedisScheduler:
         await self._heartbeat()
         self._beat = asyncio.create_task(self._beat_loop())
         logger.info("worker %s joined the crawl %r on %s", self.worker, spider.name, redact_url(self.url))
-
-    async def _bloom_shape(self, settings: Settings) -> tuple[int, int]:
-        """The shared Bloom filter's bits and hashes: the first worker's sizing, which every other one uses."""
-        if await self.redis.exists(self.prefix + "bloom:size"):  # type: ignore[union-attr]
-            raise ConfigError(
-                f"the crawl {self.prefix[6:-1]!r} in Redis was started by an older eclaw whose duplicate filter "
-                f"works otherwise: finish it with that version, or delete its keys ({self.prefix}*) to start afresh"
-            )
-        n, p = settings.dupefilter_capacity, settings.dupefilter_error_rate
-        bits = math.ceil(-n * math.log(p) / math.log(2) ** 2)
-        wanted = f"{bits}:{min(_MAX_HASHES, max(1, round(bits / n * math.log(2))))}"
-        await self.redis.set(self.prefix + "bloom:shape", wanted, nx=True)  # type: ignore[union-attr]
-        shape = await self.redis.get(self.prefix + "bloom:shape")  # type: ignore[union-attr]
-        bits_text, hashes = str(shape or wanted).split(":")
-        return int(bits_text), int(hashes)
 
     async def close(self) -> None:
         if self._beat is not None:
@@ -321,8 +311,9 @@ class RedisScheduler:
         fp = fingerprint(request)
         if self._settings.dupefilter == "set":
             return "set", [fp.hex()]
-        # the bit positions are worked out in Redis (lua._SEEN) from two 48-bit halves of the fingerprint
-        return "bloom", [*self._bloom, int.from_bytes(fp[:6], "big"), int.from_bytes(fp[6:12], "big") | 1]
+        bits, hashes = self._bloom
+        h1, h2 = int.from_bytes(fp[:8], "big"), int.from_bytes(fp[8:16], "big") | 1
+        return "bloom", [(h1 + i * h2) % bits for i in range(hashes)]
 
     async def next_request(self) -> Request | None:
         settings = self._settings

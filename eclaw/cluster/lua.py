@@ -6,7 +6,6 @@ Keys (``P`` is ``eclaw:<spider>:``)::
     P requests         hash  request id -> JSON record (queued and leased requests)
     P seq              int   the last request id
     P bloom / P seen   Bloom filter bits (a string) / a plain set of fingerprints
-    P bloom:shape      "<bits>:<hashes>" of the Bloom filter, set by the first worker
     P workers          zset  worker -> heartbeat deadline (ms)
     P leases:<worker>  zset  request id -> its queue score (requests the worker holds)
     P slots:<host>     zset  slot token ("<worker>:<id>") -> deadline (ms): downloads on that host, cluster-wide
@@ -23,32 +22,26 @@ from __future__ import annotations
 
 __all__ = ["ACQUIRE", "COMPLETE", "COUNT", "ENQUEUE", "LEASE", "MARK", "REAP", "REQUEUE"]
 
-# The duplicate check of ENQUEUE and MARK: KEYS[1] seen-structure; ARGV: mode, n, then for
-# 'bloom' (n = 4) the filter's bits and hashes and the two halves h1, h2 of the fingerprint (48-bit
-# integers: h1 + i * h2 stays exact in Lua's doubles), for 'set' (n = 1) the fingerprint. Bit i is
-# (h1 + i * h2) mod bits: the positions are worked out here, not sent. Sets them; `new` is 0 if
-# they were all set already.
+# The duplicate check of ENQUEUE and MARK: KEYS[1] seen-structure; ARGV: mode, n, n bit positions
+# (bloom) or the fingerprint (set). Sets them; `new` is 0 if they were all set already.
 _SEEN = """
 local mode, n = ARGV[1], tonumber(ARGV[2])
 local new = 1
 if mode == 'bloom' then
-  local bits, k, h1, h2 = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-  local at = {}
   new = 0
-  for i = 1, k do
-    at[i] = string.format('%.0f', math.fmod(h1 + (i - 1) * h2, bits))
-    if redis.call('GETBIT', KEYS[1], at[i]) == 0 then new = 1 end
+  for i = 1, n do
+    if redis.call('GETBIT', KEYS[1], ARGV[2 + i]) == 0 then new = 1 end
   end
   if new == 1 then
-    for i = 1, k do redis.call('SETBIT', KEYS[1], at[i], 1) end
+    for i = 1, n do redis.call('SETBIT', KEYS[1], ARGV[2 + i], 1) end
   end
 elseif mode == 'set' then
   new = redis.call('SADD', KEYS[1], ARGV[3])
 end
 """
 
-# KEYS: seen-structure, queue, requests, seq, events. ARGV: mode, n, the n arguments of the
-# duplicate check (see _SEEN), record, priority. Returns the new id, or 0 for a duplicate.
+# KEYS: seen-structure, queue, requests, seq, events. ARGV: mode, n, n bit positions (bloom) or
+# the fingerprint (set), record, priority. Returns the new id, or 0 for a duplicate.
 ENQUEUE = (
     _SEEN
     + """

@@ -6,11 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-import redis.asyncio
 
-from eclaw import ConfigError, Request, Settings, Spider
+from eclaw import Request, Settings, Spider
 from eclaw.cluster.frontier import RedisScheduler
-from eclaw.frontier.base import fingerprint
 from tests.cluster.servers import redis_server
 
 
@@ -70,38 +68,3 @@ async def test_leases_of_a_silent_worker_go_back_to_the_queue(tmp_path: Path) ->
         finally:
             await second.close()
             await first.close()
-
-
-async def test_the_shared_bloom_filter_sets_the_bits_of_its_definition_and_refuses_an_older_crawl(
-    tmp_path: Path,
-) -> None:
-    """Redis works out the bit positions (Lua's doubles): they must be exactly (h1 + i * h2) mod bits."""
-    settings = Settings(dupefilter_capacity=1_000_000, dupefilter_error_rate=0.001, concurrency=10)
-    urls = [f"http://127.0.0.1:1/länge/{n}?q={'x' * (n % 7)}" for n in range(3000)]
-    with redis_server(tmp_path) as server:
-        scheduler = RedisScheduler(server.url)
-        await scheduler.open(Named(), settings, lambda: None)
-        try:
-            assert await scheduler.enqueue([Request(u) for u in urls]) == [None] * len(urls)
-            bits, hashes = scheduler._bloom
-            assert (bits, hashes) == (14_377_588, 10)  # positions of 8 digits: no float formatting in the way
-            expected: set[int] = set()
-            for url in urls:
-                fp = fingerprint(Request(url))
-                h1, h2 = int.from_bytes(fp[:6], "big"), int.from_bytes(fp[6:12], "big") | 1
-                expected.update((h1 + i * h2) % bits for i in range(hashes))
-            raw = redis.asyncio.Redis.from_url(server.url)  # bytes, not decoded
-            stored = await raw.get(scheduler.prefix + "bloom") or b""
-            assert int.from_bytes(stored, "big").bit_count() == len(expected)
-            assert all(stored[at // 8] >> (7 - at % 8) & 1 for at in expected)  # SETBIT counts bits from the left
-            fresh = [Request(f"http://127.0.0.1:1/other/{n}") for n in range(500)]
-            assert await scheduler.add_seen(fresh) == [True] * 500  # 0.1 %: none of 500 taken for a duplicate
-            assert await scheduler.add_seen(fresh[:3]) == [False] * 3
-        finally:
-            await scheduler.close()
-        await raw.set("eclaw:unit:bloom:size", "1000:7")  # as an older eclaw sized (and hashed otherwise)
-        await raw.aclose()
-        older = RedisScheduler(server.url)
-        with pytest.raises(ConfigError, match=r"^the crawl 'unit' in Redis was started by an older eclaw"):
-            await older.open(Named(), settings, lambda: None)
-        await older.close()
