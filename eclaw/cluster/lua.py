@@ -28,13 +28,16 @@ _SEEN = """
 local mode, n = ARGV[1], tonumber(ARGV[2])
 local new = 1
 if mode == 'bloom' then
-  new = 0
+  local get, set = {}, {}  -- one BITFIELD reads every bit, one sets them: 2 commands, not 2n
   for i = 1, n do
-    if redis.call('GETBIT', KEYS[1], ARGV[2 + i]) == 0 then new = 1 end
+    get[3 * i - 2], get[3 * i - 1], get[3 * i] = 'GET', 'u1', ARGV[2 + i]
+    set[4 * i - 3], set[4 * i - 2], set[4 * i - 1], set[4 * i] = 'SET', 'u1', ARGV[2 + i], 1
   end
-  if new == 1 then
-    for i = 1, n do redis.call('SETBIT', KEYS[1], ARGV[2 + i], 1) end
+  new = 0
+  for _, bit in ipairs(redis.call('BITFIELD', KEYS[1], unpack(get))) do
+    if bit == 0 then new = 1 end
   end
+  if new == 1 then redis.call('BITFIELD', KEYS[1], unpack(set)) end
 elseif mode == 'set' then
   new = redis.call('SADD', KEYS[1], ARGV[3])
 end

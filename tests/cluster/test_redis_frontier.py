@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+import redis.asyncio
 
 from eclaw import Request, Settings, Spider
 from eclaw.cluster.frontier import RedisScheduler
@@ -68,3 +69,26 @@ async def test_leases_of_a_silent_worker_go_back_to_the_queue(tmp_path: Path) ->
         finally:
             await second.close()
             await first.close()
+
+
+async def test_the_shared_bloom_filter_sets_exactly_the_bits_of_each_url(tmp_path: Path) -> None:
+    """The layout a crawl's Redis keeps (a crawl started before must read on): bit p is SETBIT's bit p."""
+    settings = Settings(dupefilter_capacity=1_000_000, dupefilter_error_rate=0.001, concurrency=10)
+    urls = [f"http://127.0.0.1:1/länge/{n}?q={'x' * (n % 7)}" for n in range(3000)]
+    with redis_server(tmp_path) as server:
+        scheduler = RedisScheduler(server.url)
+        await scheduler.open(Named(), settings, lambda: None)
+        raw = redis.asyncio.Redis.from_url(server.url)  # bytes, not decoded
+        try:
+            assert await scheduler.enqueue([Request(u) for u in urls]) == [None] * len(urls)
+            expected = {at for url in urls for at in scheduler._marks(Request(url))[1]}
+            assert len(expected) > 25_000  # 10 bits a URL, 14.4 million bits: few shared
+            stored = await raw.get(scheduler.prefix + "bloom") or b""
+            assert int.from_bytes(stored, "big").bit_count() == len(expected)
+            assert all(stored[at // 8] >> (7 - at % 8) & 1 for at in expected)  # SETBIT counts from the left
+            fresh = [Request(f"http://127.0.0.1:1/other/{n}") for n in range(500)]
+            assert await scheduler.add_seen(fresh) == [True] * 500  # at 0.1 %, none taken for a duplicate
+            assert await scheduler.add_seen(fresh[:3]) == [False] * 3
+        finally:
+            await raw.aclose()
+            await scheduler.close()
