@@ -7,12 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from eclaw.cli.common import exit_code, setup_logging
 from eclaw.cli.crawl import crawl_with_signals, until_signal
-from eclaw.demo.shop import ShopSpider
-from eclaw.demo.site import make_app
 from eclaw.engine import Engine
 from eclaw.exceptions import EclawError
 from eclaw.settings import Settings
@@ -35,6 +31,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from aiohttp import web  # the server side of aiohttp, and the shop: not on every command's start-up
+
+    from eclaw.demo.shop import ShopSpider
+    from eclaw.demo.site import make_app
+
     runner = web.AppRunner(make_app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)

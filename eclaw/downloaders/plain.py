@@ -29,7 +29,7 @@ from yarl import URL
 from eclaw.downloaders.pacing import KEEPALIVE, paced_requests
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
 from eclaw.downloaders.refresh import refresh_target
-from eclaw.downloaders.socks import SOCKS_ERRORS, SocksPools, is_socks, proxy_name
+from eclaw.downloaders.socks import SocksPools, is_socks, proxy_name
 from eclaw.downloaders.tls import certificate_error, handshake_error
 from eclaw.exceptions import (
     BadRequest,
@@ -153,7 +153,7 @@ class HttpDownloader:
                 return resp.status, resp.headers, data, self._refresh(request, url, resp, data)
         except DownloadError:
             raise
-        except SOCKS_ERRORS as exc:
+        except self._socks.errors as exc:
             raise ProxyError(f"proxy {proxy_name(shown)} failed for {url}: {_short(exc)}") from exc
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise DownloadTimeout(f"timeout fetching {url}") from exc

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from eclaw.downloaders.base import Downloader, Paced, UsesCookies
-from eclaw.downloaders.browser import BrowserFetcher
 from eclaw.downloaders.impersonate import ImpersonateDownloader
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
@@ -29,10 +28,18 @@ if TYPE_CHECKING:
 
 __all__ = ["FETCHERS", "Fetchers", "fetcher_of", "host_fetchers"]
 
+
+def _browser() -> Downloader:
+    """The browser fetcher, its modules imported when a crawl first renders (not at every start-up)."""
+    from eclaw.downloaders.browser import BrowserFetcher
+
+    return BrowserFetcher()
+
+
 FETCHERS: dict[str, Callable[[], Downloader]] = {
     "plain": HttpDownloader,
     "impersonate": ImpersonateDownloader,
-    "browser": BrowserFetcher,
+    "browser": _browser,
 }
 
 

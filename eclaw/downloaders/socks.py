@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import aiohttp
-from aiohttp_socks import ProxyConnectionError, ProxyConnector, ProxyError, ProxyTimeoutError
 from yarl import URL
 
-__all__ = ["SOCKS_ERRORS", "SOCKS_SCHEMES", "SocksPools", "is_socks", "proxy_name"]
+__all__ = ["SOCKS_SCHEMES", "SocksPools", "is_socks", "proxy_name"]
 
 # what each scheme is to aiohttp-socks, and whether host names are resolved by the proxy
 SOCKS_SCHEMES: dict[str, tuple[str, bool]] = {
@@ -23,7 +22,6 @@ SOCKS_SCHEMES: dict[str, tuple[str, bool]] = {
     "socks5": ("socks5", False),
     "socks5h": ("socks5", True),
 }
-SOCKS_ERRORS = (ProxyError, ProxyConnectionError, ProxyTimeoutError)
 
 
 def is_socks(proxy: str) -> bool:
@@ -36,7 +34,13 @@ def proxy_name(proxy: str | None) -> str:
 
 
 class SocksPools:
-    """One ``ClientSession`` per SOCKS proxy, made by ``new_session`` around that proxy's connector."""
+    """One ``ClientSession`` per SOCKS proxy, made by ``new_session`` around that proxy's connector.
+
+    aiohttp-socks is imported with the first SOCKS proxy (a crawl without one never pays for it);
+    :attr:`errors` are its errors from then on.
+    """
+
+    errors: tuple[type[Exception], ...] = ()
 
     def __init__(
         self,
@@ -53,6 +57,9 @@ class SocksPools:
     def session(self, proxy: str) -> aiohttp.ClientSession:
         session = self._sessions.get(proxy)
         if session is None:
+            from aiohttp_socks import ProxyConnectionError, ProxyConnector, ProxyError, ProxyTimeoutError
+
+            self.errors = (ProxyError, ProxyConnectionError, ProxyTimeoutError)
             scheme, _, rest = proxy.partition("://")
             kind, remote_dns = SOCKS_SCHEMES[scheme.lower()]
             limit, per_host, ssl = self._limits
