@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from eclaw.cluster import lua as redis_lua
-from eclaw.cluster.pipeline import Pipeliner
+from eclaw.cluster.pipeline import Pipeliner, pack_in_c
 from eclaw.cluster.sink import ClusterSink
 from eclaw.cluster.waits import Waits
 from eclaw.cluster.wakeups import Wakeups
@@ -67,6 +67,7 @@ async def connect(url: str) -> Redis:
     # The wait is bounded too: with Redis gone, a caller must fail (and the crawl pause), not wait for ever.
     options = {"decode_responses": True, "socket_connect_timeout": 3, "socket_timeout": 10}
     pool = BlockingConnectionPool.from_url(url, max_connections=_CONNECTIONS, timeout=10, **options)
+    pack_in_c(pool)
     client = Redis.from_pool(pool)  # owns the pool: aclose() closes its connections
     try:
         await client.ping()

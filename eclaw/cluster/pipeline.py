@@ -5,6 +5,10 @@ time, each from its own task: sent one by one, every call would cost a round tri
 own work per request; gathered, they share one. Each caller still gets its own results, or its own
 error (a failed command fails only its caller; a lost connection fails every caller of the batch,
 each of which retries on its own).
+
+With hiredis installed (``pip install 'eclaw[redis]'`` brings it), commands are also packed by
+hiredis's C code rather than redis-py's Python (:func:`pack_in_c`): the packing of a worker's
+pipelines was a tenth of its CPU.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Pipeliner"]
+__all__ = ["Pipeliner", "pack_in_c"]
 
 Command = tuple[Any, ...]  # the arguments of one Redis command, name first
 
@@ -83,3 +87,24 @@ class Pipeliner:
         for command in commands:
             pipe.execute_command(*command)
         return list(await pipe.execute(raise_on_error=False))
+
+
+def pack_in_c(pool: Any) -> None:
+    """Make the connections of redis-py's asyncio ``pool`` pack commands with hiredis, if it is installed."""
+    try:
+        from hiredis import pack_command
+    except ImportError:
+        return
+    base = pool.connection_class
+
+    class Packed(base):  # type: ignore[misc,valid-type]
+        def pack_command(self, *args: Any) -> list[bytes]:
+            if isinstance(args[0], str) and " " in args[0]:  # "CONFIG SET": redis-py's commands name two words so
+                args = (*args[0].split(), *args[1:])
+            return [pack_command(args)]
+
+        def pack_commands(self, commands: Any) -> list[bytes]:
+            return [b"".join(self.pack_command(*command)[0] for command in commands)]
+
+    Packed.__name__ = Packed.__qualname__ = f"Packed{base.__name__}"
+    pool.connection_class = Packed

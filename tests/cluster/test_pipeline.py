@@ -72,3 +72,25 @@ async def test_a_lost_connection_fails_every_caller_of_the_batch(tmp_path: Path)
                 await asyncio.gather(pipeliner.send([("GET", "k")]), pipeliner.send([("GET", "k")]))
         finally:
             await redis.aclose()
+
+
+async def test_commands_packed_by_hiredis_reach_redis_as_redis_py_would_send_them(tmp_path: Path) -> None:
+    """``connect`` has hiredis pack commands (``eclaw[redis]`` installs it): two-word commands, text
+    outside ASCII, bytes, numbers and pipelines arrive as redis-py's own packing sends them."""
+    from eclaw.cluster.frontier import connect
+
+    with redis_server(tmp_path) as server:
+        redis = await connect(server.url)
+        try:
+            assert type(redis.connection_pool).__name__ == "BlockingConnectionPool"
+            assert redis.connection_pool.connection_class.__name__ == "PackedConnection"  # hiredis is installed
+            await redis.config_set("maxmemory-policy", "noeviction")  # "CONFIG SET": one argument, two words
+            assert (await redis.config_get("maxmemory-policy"))["maxmemory-policy"] == "noeviction"
+            sha = await redis.script_load(BUMP)  # "SCRIPT LOAD"
+            await redis.hset("h", mapping={"straße": "größe €", "n": 7, "x": 1.25})
+            assert await redis.hgetall("h") == {"straße": "größe €", "n": "7", "x": "1.25"}
+            pipe = redis.pipeline(transaction=False)
+            pipe.evalsha(sha, 1, "count", 5).set("blob", b"\x00\xff\r\n").strlen("blob")
+            assert await pipe.execute() == [5, True, 4]
+        finally:
+            await redis.aclose()
