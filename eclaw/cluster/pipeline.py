@@ -25,6 +25,10 @@ Command = tuple[Any, ...]  # the arguments of one Redis command, name first
 class Pipeliner:
     """Gathers the commands sent during one turn of the loop and sends them as one pipeline.
 
+    One pipeline is out at a time: the calls made while it is out go together in the next one,
+    sent when it comes back (the busier the worker, the bigger its pipelines and the fewer its
+    round trips; pipelines also reach Redis in the order they were made).
+
     ``scripts`` are the Lua scripts called by hash (``EVALSHA``): if Redis does not know them (it
     restarted), they are loaded and only the calls that did not run are sent again (after the
     others: a caller that needs its commands in order sends scripts only, or one command).
@@ -34,26 +38,41 @@ class Pipeliner:
         self._redis = redis
         self._scripts = scripts
         self._queued: list[tuple[Sequence[Command], asyncio.Future[list[Any]]]] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: asyncio.Task[None] | None = None
+        self._flushing = False  # a flush is due, or a pipeline is out
 
     def send(self, commands: Sequence[Command]) -> asyncio.Future[list[Any]]:
         """The results of ``commands``, in order, once the pipeline they joined came back."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[Any]] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._flush)
         self._queued.append((commands, future))
+        if not self._flushing:
+            self._flushing = True
+            loop.call_soon(self._flush)
         return future
 
     def _flush(self) -> None:
         queued, self._queued = self._queued, []
-        task = asyncio.ensure_future(self._execute(queued))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self._sending = asyncio.ensure_future(self._execute(queued))
+        self._sending.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():  # the worker is closing: so are the calls that waited for this pipeline
+            queued, self._queued = self._queued, []
+            for _, future in queued:
+                future.cancel()
+        if self._queued:  # made while that pipeline was out
+            self._flush()
+        else:
+            self._sending, self._flushing = None, False
 
     async def _execute(self, queued: list[tuple[Sequence[Command], asyncio.Future[list[Any]]]]) -> None:
         try:
             results = await self._run([command for commands, _ in queued for command in commands])
+        except asyncio.CancelledError:  # the worker is closing
+            for _, future in queued:
+                future.cancel()
+            raise
         except Exception as exc:  # the connection: every caller retries its own calls
             for _, future in queued:
                 if not future.done():

@@ -58,6 +58,41 @@ async def test_calls_of_one_turn_share_a_pipeline_and_keep_their_own_results_and
             await redis.aclose()
 
 
+class Gated(Counted):
+    """Holds its first pipeline back until ``gate`` is set: calls are made while it is out."""
+
+    def __init__(self, redis: Any) -> None:
+        super().__init__(redis, [])
+        self.gate = asyncio.Event()
+
+    async def _pipe(self, commands: list[Command]) -> list[Any]:
+        if not self.sent:
+            await self.gate.wait()
+        return await super()._pipe(commands)
+
+
+async def test_calls_made_while_a_pipeline_is_out_go_together_in_the_next_in_order(tmp_path: Path) -> None:
+    from redis.asyncio import Redis
+
+    with redis_server(tmp_path) as server:
+        redis = Redis.from_url(server.url)
+        try:
+            pipeliner = Gated(redis)
+            calls = [pipeliner.send([("RPUSH", "order", 0)])]
+            for turn in range(1, 6):  # five turns of the loop while the first pipeline is out
+                await asyncio.sleep(0)
+                calls += [pipeliner.send([("RPUSH", "order", turn * 10 + n)]) for n in range(4)]
+            pipeliner.gate.set()
+            lengths = [length for [length] in await asyncio.gather(*calls)]
+            assert pipeliner.sent == 2  # the first, then all twenty made meanwhile
+            assert lengths == list(range(1, 22))
+            assert [int(n) for n in await redis.lrange("order", 0, -1)] == [0] + [
+                turn * 10 + n for turn in range(1, 6) for n in range(4)
+            ]
+        finally:
+            await redis.aclose()
+
+
 async def test_a_lost_connection_fails_every_caller_of_the_batch(tmp_path: Path) -> None:
     from redis.asyncio import Redis
     from redis.exceptions import ConnectionError as RedisConnectionError
