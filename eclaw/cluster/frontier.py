@@ -19,7 +19,7 @@ import math
 import os
 import socket
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -100,6 +100,8 @@ class RedisScheduler:
         # without a round trip (most links on a site are repeats)
         self._recent = RecentSet()
         self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
+        self._holding: Counter[str] = Counter()  # host -> slots this worker holds there (or is asking for)
+        self._workers = 1  # in the crawl, as the last LEASE counted them
         self._ready: deque[Request] = deque()  # holding their slot, not handed out yet
         self._delays: dict[str, float] = {}
         self._limits: dict[str, int] = {}  # per-host concurrency over concurrency_per_domain
@@ -336,11 +338,12 @@ class RedisScheduler:
         """Up to ``count`` requests from the queue (two round trips for them all: lease, then their slots)."""
         keys = ["queue", "requests", "leases:" + self.worker, "workers"]
         popped = await self._run("LEASE", keys, [count, self.prefix])
-        if len(popped) == 1:  # nothing queued; but while others hold requests, the crawl is not over
-            self.counts = (0, int(popped[0]), self.counts[2])
+        self._workers = int(popped[0])
+        if len(popped) == 2:  # nothing queued; but while others hold requests, the crawl is not over
+            self.counts = (0, int(popped[1]), self.counts[2])
             return []
         leased = []
-        for request_id, record in zip(popped[::2], popped[1::2], strict=True):
+        for request_id, record in zip(popped[1::2], popped[2::2], strict=True):
             request = loads(record, self._spider)
             request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
             leased.append(request)
@@ -348,31 +351,50 @@ class RedisScheduler:
 
     async def _acquire(self, requests: list[Request]) -> None:
         """One of each request's host slots, cluster-wide, in one round trip: those that got one are
-        ready to hand out; the others wait here for as long as Redis says."""
+        ready to hand out; the others wait here for as long as Redis says.
+
+        A worker holds at most its share of a host's slots (the host's limit / workers, at least
+        one): a worker that frees a slot asks again at once, the others only after a pause, so
+        without a share the first worker on a busy host would keep all its slots and the others
+        would starve."""
         calls: list[tuple[int, str, list[str], list[Any]]] = []
         lifetime = int((self._settings.timeout + 30) * 1000)
-        for index, request in enumerate(requests):
+        asking: list[Request] = []
+        for request in requests:
             host = url_host(request.url)
-            delay = self._delays.get(host, self._delay)
             limit = self._limits.get(host, self._settings.concurrency_per_domain)
+            if self._holding[host] >= max(1, -(-limit // self._workers)):
+                self._waits.full(host, request)  # asks again when this worker frees one of its slots
+                continue
+            delay = self._delays.get(host, self._delay)
             args = [limit, int(delay * 1000), f"{self.worker}:{-request._id}", lifetime, host]
-            calls.append((index, "ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args))
-        waits = await self.call(lambda: self._pipelined(calls))
+            calls.append((len(asking), "ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args))
+            asking.append(request)
+            self._holding[host] += 1  # counted as held while asked: one batch cannot take more than the share
+        waits = await self.call(lambda: self._pipelined(calls)) if calls else []
         now = asyncio.get_running_loop().time()
-        for request, (_, _, keys, _), wait_ms in zip(requests, calls, waits, strict=True):
+        for request, (_, _, keys, _), wait_ms in zip(asking, calls, waits, strict=True):
             host = keys[0].removeprefix("slots:")
             if not wait_ms:
                 self._held[request._id] = (host, f"{self.worker}:{-request._id}")
                 self._waits.acquired(host)
                 self._ready.append(request)
-            elif int(wait_ms) < 0:
+                continue
+            self._let_go(host)
+            if int(wait_ms) < 0:
                 self._waits.full(host, request)
             else:
                 self._waits.delayed(request, now + int(wait_ms) / 1000)
 
+    def _let_go(self, host: str) -> None:
+        self._holding[host] -= 1
+        if not self._holding[host]:
+            del self._holding[host]
+
     async def release(self, request: Request) -> None:
         host, token = self._held.pop(request._id, ("", ""))
         if token:
+            self._let_go(host)
             await self.call(lambda: self.command("ZREM", self.prefix + "slots:" + host, token))
             self._waits.freed(host)
 

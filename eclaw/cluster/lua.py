@@ -68,20 +68,21 @@ return new
 
 # KEYS: queue, requests, leases:<worker>, workers. ARGV: count, key prefix. Moves up to count
 # requests from the queue to the worker's leases, but no more than the worker's share of the queue
-# (queued / workers, at least one: an idle worker may take the next); returns id, record, id,
-# record... or, with the queue empty, {leased}: how many requests every worker holds (the crawl
-# may not be over).
+# (queued / workers, at least one: an idle worker may take the next); returns the number of
+# workers, then id, record, id, record... or, with the queue empty, {workers, leased}: how many
+# requests every worker holds (the crawl may not be over).
 LEASE = """
-local share = math.floor(redis.call('ZCARD', KEYS[1]) / math.max(1, redis.call('ZCARD', KEYS[4])))
+local workers = math.max(1, redis.call('ZCARD', KEYS[4]))
+local share = math.floor(redis.call('ZCARD', KEYS[1]) / workers)
 local popped = redis.call('ZPOPMIN', KEYS[1], math.max(1, math.min(tonumber(ARGV[1]), share)))
 if #popped == 0 then
   local leased = 0
   for _, worker in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
     leased = leased + redis.call('ZCARD', ARGV[2] .. 'leases:' .. worker)
   end
-  return {leased}
+  return {workers, leased}
 end
-local out = {}
+local out = {workers}
 for i = 1, #popped, 2 do
   redis.call('ZADD', KEYS[3], popped[i + 1], popped[i])
   out[#out + 1] = popped[i]

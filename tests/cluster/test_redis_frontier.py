@@ -92,3 +92,46 @@ async def test_the_shared_bloom_filter_sets_exactly_the_bits_of_each_url(tmp_pat
         finally:
             await raw.aclose()
             await scheduler.close()
+
+
+async def test_the_filter_bench_runs_each_filter_through_the_frontier(tmp_path: Path) -> None:
+    """``python -m bench.redis_filter``: its figures come from real enqueues (not a timing test)."""
+    from bench.redis_filter import cost
+
+    with redis_server(tmp_path) as server:
+        costs = [await cost(server.url, mode, 300) for mode in ("bloom", "set", "none")]
+        client = redis.asyncio.Redis.from_url(server.url)
+        queued = await client.zcard("eclaw:filter-bench:queue")
+        await client.aclose()
+    assert all(c > 0 for c in costs) and queued == 300  # the last run's URLs, all new
+
+
+async def test_workers_share_a_busy_hosts_slots_and_none_starves(tmp_path: Path) -> None:
+    """The worker that frees a slot asks again at once, the others after a pause: without a share each,
+    the first worker on a host kept every slot (one of two workers crawled 85 % of a single host)."""
+    spider = Named()
+    settings = Settings(concurrency=4, concurrency_per_domain=4)
+    with redis_server(tmp_path) as server:
+        first, second = RedisScheduler(server.url, worker="first"), RedisScheduler(server.url, worker="second")
+        await first.open(spider, settings, lambda: None)
+        await second.open(spider, settings, lambda: None)
+        try:
+            await first.enqueue([Request(f"http://127.0.0.1:1/{n}") for n in range(12)])
+
+            async def take(worker: RedisScheduler) -> list[Request]:
+                taken = []
+                while (request := await worker.next_request()) is not None:
+                    taken.append(request)
+                return taken
+
+            mine = await take(first)
+            assert len(mine) == 2  # its share: 4 slots / 2 workers (the others it leased wait for them)
+            await second._heartbeat()
+            # it knows what is queued (as the "work" message would tell it)
+            assert len(await take(second)) == 2  # the host's other 2 slots
+            await first.release(mine[0])
+            assert await first.next_request() is not None  # a slot of its own freed: it takes it back at once
+            assert await first.next_request() is None and await second.next_request() is None  # 4 downloading
+        finally:
+            await second.close()
+            await first.close()
