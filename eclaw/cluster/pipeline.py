@@ -7,8 +7,8 @@ error (a failed command fails only its caller; a lost connection fails every cal
 each of which retries on its own).
 
 With hiredis installed (``pip install 'eclaw[redis]'`` brings it), commands are also packed by
-hiredis's C code rather than redis-py's Python (:func:`pack_in_c`): the packing of a worker's
-pipelines was a tenth of its CPU.
+hiredis's C code rather than redis-py's Python (:func:`pack_in_c`): with its C reply parser, a
+worker's CPU fell 14 % (docs/benchmarks.md).
 """
 
 from __future__ import annotations
