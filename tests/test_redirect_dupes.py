@@ -204,3 +204,45 @@ async def test_a_redirects_end_is_dropped_as_a_duplicate_with_its_reason() -> No
         items, stats = await collect(Visitor, engine=engine, start_urls=[base + "/"])
     assert stats.dropped_by_reason.keys() == {"duplicate"}  # a redirected duplicate is an ordinary duplicate
     assert len(items) == 6
+
+
+async def test_the_links_of_one_follow_all_with_meta_each_keep_their_own_meta() -> None:
+    """The requests one ``follow_all(meta=...)`` makes each have their own meta (they shared one
+    dict): a value set on one is not on the others, and a redirect's ``redirect_urls`` is its own."""
+    app = web.Application()
+
+    async def listing(request: web.Request) -> web.Response:
+        links = "".join(f'<a href="{path}">{path}</a>' for path in ("/moved", "/stays-1", "/stays-2"))
+        return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPMovedPermanently("/landed")
+
+    async def item(request: web.Request) -> web.Response:
+        return web.Response(text=f"<html><title>{request.path}</title></html>", content_type="text/html")
+
+    app.router.add_get("/", listing)
+    app.router.add_get("/moved", moved)
+    for path in ("/landed", "/stays-1", "/stays-2"):
+        app.router.add_get(path, item)
+
+    class Listing(Spider):
+        name = "listing"
+        start_urls: list[str] = []
+
+        def parse(self, response: Response) -> Any:
+            for rank, request in enumerate(response.follow_all(css="a", callback=self.parse_item, meta={"from": "x"})):
+                request.meta["rank"] = rank  # as a spider numbers what it follows
+                yield request
+
+        def parse_item(self, response: Response) -> Any:
+            meta = response.meta
+            yield {"url": response.url, "from": meta["from"], "rank": meta["rank"], "hops": meta.get("redirect_urls")}
+
+    async with serve(app) as base:
+        items, _ = await collect(Listing, start_urls=[base + "/"], settings=Settings(concurrency=1))
+    by_url = {item["url"].removeprefix(base): item for item in items}
+    assert by_url["/landed"]["hops"] == [base + "/moved"]
+    assert (by_url["/stays-1"]["hops"], by_url["/stays-2"]["hops"]) == (None, None)
+    assert [by_url[path]["rank"] for path in ("/landed", "/stays-1", "/stays-2")] == [0, 1, 2]
+    assert {item["from"] for item in items} == {"x"}

@@ -97,7 +97,9 @@ class Request:
         self.method = method if method == "GET" else method.upper()
         self._headers = headers
         self.body = body.encode() if isinstance(body, str) else body
-        self._meta = _with_options(meta, render, cookies) if render or cookies else meta
+        # its own meta: the fetchers write into it (redirect_urls, http_version...), so the links that
+        # one follow_all(meta=...) makes must not share one dict
+        self._meta = _with_options(meta, render, cookies) if render or cookies else (dict(meta) if meta else None)
         self.priority = priority
         self._cb_kwargs = cb_kwargs
         self.dont_filter = dont_filter
