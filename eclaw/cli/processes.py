@@ -19,8 +19,10 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
 from eclaw.stats import Stats
 
-__all__ = ["LocalRedis", "crawl_processes", "processes_wanted"]
+__all__ = ["LocalRedis", "crawl_processes", "processes_wanted", "sweep_stale_sockets"]
 
 logger = logging.getLogger(__name__)
 FINISHED = "finished"  # a marker file in the state directory
@@ -57,6 +59,32 @@ def processes_wanted(value: str) -> int:
     return int(value)
 
 
+def sweep_stale_sockets(parent: Path, *, older_than: float = 60.0) -> int:
+    """Remove the socket folders that crawls killed by SIGKILL left in ``parent`` (their redis-server
+    died with them; nothing listens on the socket, or there is none); returns how many went."""
+    removed = 0
+    now = time.time()
+    for folder in parent.glob("eclaw-redis-*"):
+        try:
+            if not folder.is_dir() or folder.stat().st_uid != os.getuid() or now - folder.stat().st_mtime < older_than:
+                continue  # another user's, or a crawl starting now
+        except OSError:
+            continue
+        path = folder / "redis.sock"
+        if path.exists():
+            probe = socket.socket(socket.AF_UNIX)
+            try:
+                probe.connect(str(path))
+                continue  # a live crawl's
+            except OSError:
+                pass  # refused: its server is gone
+            finally:
+                probe.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
+
+
 class LocalRedis:
     """A private redis-server for one crawl: a Unix socket in a short temporary folder, its data in
     ``directory`` (append-only and fsynced when ``persist``: a crawl saved with ``--state``)."""
@@ -64,6 +92,7 @@ class LocalRedis:
     def __init__(self, directory: Path, *, persist: bool) -> None:
         self.directory = directory
         self.persist = persist
+        sweep_stale_sockets(Path(tempfile.gettempdir()))
         self._socket_dir = Path(tempfile.mkdtemp(prefix="eclaw-redis-"))
         self.socket = self._socket_dir / "redis.sock"
         self._process: asyncio.subprocess.Process | None = None

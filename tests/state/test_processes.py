@@ -93,3 +93,39 @@ async def test_bad_process_counts_are_one_line(tmp_path: Path) -> None:
         )  # fmt: skip
         _, err = await process.communicate()
         assert process.returncode == 2 and len(err.decode().strip().splitlines()) == 1, err.decode()
+
+
+def test_socket_folders_left_by_killed_crawls_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    """A crawl killed with SIGKILL takes its redis-server with it but leaves its socket folder in
+    /tmp; the next --processes crawl removes such folders: never a live one, nor one just made."""
+    import socket
+    import time
+
+    from eclaw.cli.processes import sweep_stale_sockets
+
+    def folder(name: str, *, listening: bool | None, age: float) -> tuple[Path, socket.socket | None]:
+        path = tmp_path / f"eclaw-redis-{name}"
+        path.mkdir()
+        server = None
+        if listening is not None:  # a socket file: a server listening on it, or one that died
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(str(path / "redis.sock"))
+            if listening:
+                server.listen()
+            else:
+                server.close()
+        os.utime(path, (time.time() - age, time.time() - age))
+        return path, server
+
+    killed, _ = folder("killed", listening=False, age=600)
+    empty, _ = folder("empty", listening=None, age=600)
+    live, server = folder("live", listening=True, age=600)
+    starting, _ = folder("starting", listening=None, age=1)
+    (tmp_path / "eclaw-redis-file").write_text("not a folder")
+    try:
+        assert sweep_stale_sockets(tmp_path) == 2
+        assert not killed.exists() and not empty.exists()
+        assert live.exists() and starting.exists() and (tmp_path / "eclaw-redis-file").exists()
+    finally:
+        assert server is not None
+        server.close()
