@@ -66,10 +66,11 @@ def sweep_stale_sockets(parent: Path, *, older_than: float = 60.0) -> int:
     now = time.time()
     for folder in parent.glob("eclaw-redis-*"):
         try:
-            if not folder.is_dir() or folder.stat().st_uid != os.getuid() or now - folder.stat().st_mtime < older_than:
-                continue  # another user's, or a crawl starting now
+            found = folder.stat()
         except OSError:
             continue
+        if not folder.is_dir() or found.st_uid != os.getuid() or now - found.st_mtime < older_than:
+            continue  # another user's, or a crawl starting now
         path = folder / "redis.sock"
         if path.exists():
             probe = socket.socket(socket.AF_UNIX)
