@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["Stats"]
+__all__ = ["Stats", "merge_stats"]
 
 _PER_RUN = frozenset({"started_at", "finished_at", "finish_reason", "requests_pending", "quality"})
 
@@ -168,3 +168,22 @@ class Stats:
         rows += [("quality warning", warning) for warning in self.quality]
         width = max(len(name) for name, _ in rows)
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def merge_stats(parts: Iterable[dict[str, Any]]) -> Stats:
+    """The sum of the stats (:meth:`Stats.as_dict`) of the processes of one crawl; its finish
+    reason lists theirs, and it started when the first of them did."""
+    merged = Stats()
+    reasons = set()
+    for data in parts:
+        reasons.add(data.get("finish_reason") or "running")
+        merged.spider = data.get("spider", merged.spider)
+        for name, value in data.items():
+            current = getattr(merged, name, None)
+            if isinstance(current, Counter):
+                current.update({(int(k) if name == "status_counts" else k): v for k, v in value.items()})
+            elif isinstance(current, int) and isinstance(value, int) and name != "requests_pending":
+                setattr(merged, name, current + value)
+        merged.started_at = min(merged.started_at, data.get("started_at", merged.started_at))
+    merged.finish_reason = ", ".join(sorted(reasons))
+    return merged

@@ -12,13 +12,12 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from eclaw.items import item_key, item_to_dict, item_type
-from eclaw.stats import Stats
+from eclaw.stats import Stats, merge_stats
 
 if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
@@ -84,21 +83,7 @@ class ClusterSink:
 
 async def merged_stats(redis: Any, prefix: str) -> Stats:
     """The sum of every worker's stats."""
-    merged = Stats()
-    reasons = set()
-    for text in (await redis.hgetall(prefix + "stats")).values():
-        data = json.loads(text)
-        reasons.add(data.get("finish_reason") or "running")
-        merged.spider = data.get("spider", merged.spider)
-        for name, value in data.items():
-            current = getattr(merged, name, None)
-            if isinstance(current, Counter):
-                current.update({(int(k) if name == "status_counts" else k): v for k, v in value.items()})
-            elif isinstance(current, int) and isinstance(value, int) and name != "requests_pending":
-                setattr(merged, name, current + value)
-        merged.started_at = min(merged.started_at, data.get("started_at", merged.started_at))
-    merged.finish_reason = ", ".join(sorted(reasons))
-    return merged
+    return merge_stats(json.loads(text) for text in (await redis.hgetall(prefix + "stats")).values())
 
 
 async def export_items(redis: Any, prefix: str, path: Path) -> int:

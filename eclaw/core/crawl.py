@@ -47,6 +47,7 @@ from eclaw.events import (
     SpiderOpened,
 )
 from eclaw.exceptions import EclawError
+from eclaw.frontier.base import Fed
 from eclaw.http import Request
 from eclaw.observe.logs import crawl_logs
 from eclaw.observe.snapshots import Snapshots
@@ -94,6 +95,8 @@ class Crawl:
         shared = Completions(self.scheduler, self.items, activity) if self.scheduler.shared else None
         self._completions = shared
         self.intake = Intake(self.scheduler, bus, stats, journal, activity, self._pump)
+        if isinstance(self.scheduler, Fed):  # a process of a crawl on several: the others' links come in here
+            self.scheduler.feed(lambda requests: self.intake.admit(requests, again=False), lambda: self._stopping)
         callbacks = CallbackRunner(
             spider=self.spider, parser=parts.parser, bus=bus, items=self.items, stats=stats, activity=activity,
             stop=self.stop, assign=self.intake.assign, referer=self.settings.referer, snapshots=self.snapshots,
@@ -251,6 +254,8 @@ class Crawl:
                     return
                 self._idle_mark = activity.admitted  # EngineIdle handlers may add requests
                 await self.bus.notify(EngineIdle(spider=self.spider))
+                if isinstance(self.scheduler, Fed):
+                    await self.scheduler.idle()  # until the other processes send work, or all are done
                 continue
             activity.wakeup.clear()
             await activity.wakeup.wait()

@@ -18,9 +18,9 @@ from eclaw.core.bus import EventBus
 from eclaw.core.journal import Journal
 from eclaw.core.records import attempts_of
 from eclaw.downloaders.base import Downloader
-from eclaw.events import RequestDropped, RequestFailed, RequestScheduled, ResponseDownloaded
+from eclaw.events import RequestDropped, RequestFailed, RequestGenerated, RequestScheduled, ResponseDownloaded
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
-from eclaw.frontier.base import Scheduler
+from eclaw.frontier.base import Fed, Scheduler
 from eclaw.http import Request, Response
 from eclaw.http.request import plain_request
 from eclaw.http.urls import redact_url
@@ -155,12 +155,39 @@ class Fetcher:
             stats.responses_downloaded += 1
             stats.status_counts[response.status] += 1
             stats.bytes_downloaded += len(response.body)
-            hops = response.request._meta and response.request._meta.get("redirect_urls")  # _meta: no dict made
-            if hops and await self._crawled_elsewhere(request, response, hops):
-                await self._bus.publish(RequestDropped(request=request, reason="duplicate"))
-                self._finished(request)
-                return
-            await self._bus.publish(ResponseDownloaded(request=response.request, response=response))
+            if not await self._redirected(request, response):
+                await self._bus.publish(ResponseDownloaded(request=response.request, response=response))
+
+    async def _redirected(self, request: Request, response: Response) -> bool:
+        """A redirect in this download led to another process's page (handed over) or to a page seen before
+        (a duplicate): True if ``request`` ends here."""
+        hops = response.request._meta and response.request._meta.get("redirect_urls")  # _meta: no dict made
+        if not hops or response.url == request.url:  # not redirected now (one handed over keeps its hops)
+            return False
+        if self._elsewhere(request, response):
+            await self._hand_over(request, response)
+            return True
+        if await self._crawled_elsewhere(request, response, hops):
+            await self._bus.publish(RequestDropped(request=request, reason="duplicate"))
+            self._finished(request)
+            return True
+        return False
+
+    def _elsewhere(self, request: Request, response: Response) -> bool:
+        """A redirect led to a page of another process's part of the crawl (``--processes``)."""
+        scheduler = self._scheduler
+        plain = request.method == "GET" and not response.request.dont_filter
+        return plain and isinstance(scheduler, Fed) and scheduler.elsewhere(response.url)
+
+    async def _hand_over(self, request: Request, response: Response) -> None:
+        """The page is that process's to fetch (once, if it is new there) and parse: it gets the request,
+        redirected; this one ends here, as Scrapy's redirects do (as a new request through the frontier)."""
+        moved = response.request.replace(url=response.url)
+        moved._id = 0  # a new request: it gets its own id
+        self._journal.assign([moved])
+        await self._bus.publish(RequestGenerated(request=moved, parent=response))
+        await self._bus.publish(RequestDropped(request=request, reason="redirected to another process"))
+        self._finished(request)
 
     async def _crawled_elsewhere(self, request: Request, response: Response, hops: list[str]) -> bool:
         """A redirect led to ``response.url``: record its hops and end as seen (in the request's cookie

@@ -11,13 +11,14 @@ from eclaw.core.bus import EventBus
 from eclaw.core.journal import Journal
 from eclaw.events import RequestDropped, RequestFailed
 from eclaw.exceptions import EclawError
-from eclaw.frontier.base import Scheduler
+from eclaw.frontier.base import FORWARDED, Scheduler
 from eclaw.http import Request
 from eclaw.stats import Stats
 
 __all__ = ["Intake"]
 
 logger = logging.getLogger(__name__)
+_NOT_DROPPED = (None, FORWARDED)  # queued here, or by the process whose part of the crawl it is
 
 
 class Intake:
@@ -68,6 +69,7 @@ class Intake:
         queued = reasons.count(None)
         self._activity.admitted += queued
         if queued < len(reasons):
-            dropped = [(r, why) for r, why in zip(requests, reasons, strict=True) if why is not None]
-            await self._bus.publish_batch(RequestDropped, dropped, parent)
+            dropped = [(r, why) for r, why in zip(requests, reasons, strict=True) if why not in _NOT_DROPPED]
+            if dropped:
+                await self._bus.publish_batch(RequestDropped, dropped, parent)
         await self._pump()

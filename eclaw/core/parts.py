@@ -55,6 +55,8 @@ class CrawlParts:
         """What a checkpoint saves the position of, by name: resumable pipelines, the outputs, the files of
         record; and what it saves the contents of: the cookie jars, resumable middlewares (the session pool)."""
         named: dict[str, Resumable] = {"cookies": self.cookies} if self.cookies is not None else {}
+        if isinstance(self.scheduler, Resumable):  # a process of a crawl on several: its files to the others
+            named["frontier"] = self.scheduler
         for index, middleware in enumerate(self.middlewares):
             if isinstance(middleware, Resumable):  # declared by the middleware
                 named[f"middleware {index}: {middleware!r}"] = middleware

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from eclaw.http import Request
 from eclaw.http.urls import canonical_url, host_allowed, url_host
@@ -16,9 +16,10 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["DupeFilter", "Scheduler", "check_request", "fingerprint", "host_overrides"]
+__all__ = ["FORWARDED", "DupeFilter", "Fed", "Scheduler", "check_request", "fingerprint", "host_overrides"]
 
 _SCHEMES = frozenset({"http", "https"})
+FORWARDED = "forwarded"  # what enqueue answers for a request another process queues: neither queued nor dropped
 
 
 class DupeFilter(Protocol):
@@ -87,6 +88,21 @@ class Scheduler(Protocol):
         """Where every stored item must also go (a shared frontier's item store), by name."""
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Fed(Protocol):
+    """A frontier that requests also reach from outside the crawl: the links the other processes of
+    a crawl on several (``--processes``) found for its part. The crawl hands it ``admit`` (they
+    enter as its own do: filtered, counted, saved), and when it has nothing left to do it awaits
+    ``idle`` before it ends: that returns once more work was queued, or the crawl as a whole is over."""
+
+    def feed(self, admit: Callable[[list[Request]], Awaitable[None]], stopping: Callable[[], bool]) -> None: ...
+
+    async def idle(self) -> None: ...
+
+    def elsewhere(self, url: str) -> bool:
+        """Whether ``url`` is another process's to fetch (a redirect that led there goes to it)."""
 
 
 def check_request(request: Request, settings: Settings, allowed: frozenset[str]) -> str | None:

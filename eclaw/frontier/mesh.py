@@ -1,0 +1,155 @@
+"""The files through which the processes of one crawl (``--processes N``) hand each other links.
+
+Every process owns a part of the crawl's URLs and appends the requests it found for
+another process's part to a file of its own for that process (``A-B.jsonl``, one
+JSON record a line); the other reads it as it grows. The files are the only
+channel, so they are also what makes a saved crawl (``--state``) exact: each
+process's checkpoint records how long each of its files was (its outbox) and how
+far it had read each file it reads (its inbox). On resume a process cuts its
+outbox back to the saved length (the links after it are found again when their
+pages are crawled again) and writes that length to ``A-B.base``; the reader starts
+again from the lesser of where it had saved reading and that base, so it reads
+again what it had not saved, and never skips a link written afresh.
+
+Also in the directory: ``status-K.json`` (is process K idle, and how far has it read),
+``end`` (written by the parent once every process is idle and every file read to its
+end), ``stats-K.json`` (each process's stats when it is done) and ``count``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Mesh", "mesh_files"]
+
+_READ_MAX = 4 << 20  # bytes of one inbox file read at once, at most
+
+
+def mesh_files(directory: Path, count: int) -> list[tuple[int, int, Path]]:
+    """Every (writer, reader, file) of a crawl on ``count`` processes."""
+    return [(a, b, directory / f"{a}-{b}.jsonl") for a in range(count) for b in range(count) if a != b]
+
+
+class Mesh:
+    """Process ``part``'s end of the files of a crawl on ``count`` processes in ``directory``."""
+
+    def __init__(self, directory: Path, part: int, count: int) -> None:
+        self.directory, self.part, self.count = directory, part, count
+        self.peers = [p for p in range(count) if p != part]
+        self._out: dict[int, int] = {}  # peer -> file descriptor of the file this process writes for it
+        self._sent: dict[int, int] = dict.fromkeys(self.peers, 0)  # bytes written to each peer's file
+        self._read: dict[int, int] = dict.fromkeys(self.peers, 0)  # bytes of each peer's file taken in
+        self._based: set[int] = set()  # peers whose base for this run is known (their file may be read)
+        self._saved: dict[str, Any] | None = None
+        self._said: dict[str, Any] | None = None
+
+    def _path(self, writer: int, reader: int, suffix: str = ".jsonl") -> Path:
+        return self.directory / f"{writer}-{reader}{suffix}"
+
+    # -- what a checkpoint saves (the frontier's Resumable side) ---------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"sent": dict(self._sent), "read": dict(self._read)}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self._saved = saved
+
+    def flush(self) -> None:
+        for fd in self._out.values():
+            os.fsync(fd)
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the outbox files, cut back to the saved lengths (empty for a new crawl), and say so."""
+        saved = self._saved or {}
+        sent = {int(k): v for k, v in saved.get("sent", {}).items()}
+        read = {int(k): v for k, v in saved.get("read", {}).items()}
+        for peer in self.peers:
+            path = self._path(self.part, peer)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            length = min(sent.get(peer, 0), os.fstat(fd).st_size)
+            os.ftruncate(fd, length)
+            self._out[peer], self._sent[peer] = fd, length
+            self._read[peer] = read.get(peer, 0)
+            _write_atomically(self._path(self.part, peer, ".base"), str(length))
+
+    def close(self) -> None:
+        for fd in self._out.values():
+            os.close(fd)
+        self._out.clear()
+
+    # -- links out and in ---------------------------------------------------------------
+
+    def send(self, peer: int, lines: list[bytes]) -> None:
+        """Append records (each ending in a newline) to ``peer``'s file."""
+        data = b"".join(lines)
+        os.write(self._out[peer], data)
+        self._sent[peer] += len(data)
+
+    def arrivals(self) -> dict[int, tuple[list[bytes], int]]:
+        """What each peer wrote since it was last read: its whole lines, and where reading them ends.
+        The caller takes them in, then calls :meth:`taken` (a checkpoint saves only what was taken)."""
+        found: dict[int, tuple[list[bytes], int]] = {}
+        for peer in self.peers:
+            if peer not in self._based and not self._learn_base(peer):
+                continue
+            start = self._read[peer]
+            path = self._path(peer, self.part)
+            try:
+                if os.stat(path).st_size <= start:
+                    continue
+                with path.open("rb") as file:
+                    file.seek(start)
+                    data = file.read(_READ_MAX)
+            except FileNotFoundError:
+                continue
+            end = data.rfind(b"\n") + 1  # a line being written is read once it is whole
+            if end:
+                found[peer] = (data[:end].splitlines(), start + end)
+        return found
+
+    def taken(self, peer: int, position: int) -> None:
+        self._read[peer] = position
+
+    def _learn_base(self, peer: int) -> bool:
+        """The peer's file for this process may be read once the peer has cut it back for this run."""
+        try:
+            base = int(self._path(peer, self.part, ".base").read_text())
+        except (FileNotFoundError, ValueError):
+            return False
+        self._read[peer] = min(self._read[peer], base)
+        self._based.add(peer)
+        return True
+
+    # -- telling the parent ---------------------------------------------------------------
+
+    def say(self, *, idle: bool) -> None:
+        """Tell the parent whether this process is idle (and how far it has read every file)."""
+        if not idle and self._said is not None and not self._said["idle"]:
+            return  # busy, and said so: nothing to write (the common case, while it crawls)
+        ready = len(self._based) == len(self.peers)  # it reads every file
+        status = {"idle": idle and ready, "read": {str(peer): self._read[peer] for peer in self.peers}}
+        if status == self._said:
+            return
+        self._said = status
+        _write_atomically(self.directory / f"status-{self.part}.json", json.dumps(status))
+
+    def ended(self) -> bool:
+        return (self.directory / "end").exists()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def read_status(directory: Path, part: int) -> dict[str, Any] | None:
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return dict(json.loads((directory / f"status-{part}.json").read_text()))
+    return None

@@ -1,0 +1,230 @@
+"""The frontier of one of the processes of a crawl on N (``--processes N``): its part of the URLs.
+
+Each request has one owner among the processes, the same in every process: a host
+that must be paced as a whole (a delay, the throttle on, or fewer connections
+allowed than there are processes) belongs whole to one process, by its name; any
+other URL belongs to the process its fingerprint names, and each process then uses
+its share of the host's connections. A process queues, deduplicates and saves (with
+``--state``) only its own requests, exactly as one process does; the others go to
+their owner through :class:`~eclaw.frontier.mesh.Mesh`. Nothing is shared but those
+files: no process waits for another on a link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from eclaw.exceptions import NotSerialisable
+from eclaw.frontier.base import FORWARDED, check_request, fingerprint
+from eclaw.frontier.mesh import Mesh
+from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.frontier.serial import dumps, loads
+from eclaw.http import Request
+from eclaw.http.urls import url_host
+
+if TYPE_CHECKING:
+    from eclaw.settings import Settings
+    from eclaw.spider import Spider
+
+__all__ = ["PartScheduler"]
+
+logger = logging.getLogger(__name__)
+_POLL = 0.005  # seconds between two looks at the other processes' files
+_ROUTES_MAX = 65536  # URLs whose way is remembered, at most
+_SENT = -1  # the way of a URL sent to its owner already
+_URL_REASONS = frozenset({"offsite", "unsupported scheme"})  # refusals that depend on the URL alone
+
+
+class PartScheduler(DefaultScheduler):
+    """Process ``mesh.part``'s frontier; the start requests come from process 0."""
+
+    def __init__(self, mesh: Mesh) -> None:
+        super().__init__()
+        self.mesh = mesh
+        self._count = mesh.count
+        self._routes: dict[str, int | str] = {}  # URL -> its owner, _SENT, or why it is refused
+        self._whole_hosts: dict[str, bool] = {}
+        self._all_whole = False
+        self._admit: Callable[[list[Request]], Awaitable[None]] | None = None
+        self._stopping: Callable[[], bool] = lambda: False
+        self._poller: asyncio.Task[None] | None = None
+        self._arrived = asyncio.Event()
+        self._idle = False
+        self._queued = 0  # requests of this process's part queued so far
+
+    def __repr__(self) -> str:
+        return f"PartScheduler(part {self.mesh.part + 1} of {self._count})"
+
+    @property
+    def seeded(self) -> bool:
+        return self.mesh.part != 0
+
+    # -- owners and politeness -------------------------------------------------------------
+
+    async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
+        await super().open(spider, settings, wake)
+        self._spider = spider
+        count, per_host, delays = self._count, self._per_host, dict(self._delays)
+        self._all_whole = settings.download_delay > 0 or settings.autothrottle or per_host < count
+        if not self._all_whole:
+            self._per_host = per_host // count  # a host's connections, shared among the processes
+            for host in delays:
+                self._limits.setdefault(host, per_host)  # paced: whole in one process, with all its connections
+            for host, limit in list(self._limits.items()):
+                if limit >= count and host not in delays:
+                    self._limits[host] = limit // count
+        self.mesh.open()
+
+    def _whole(self, host: str) -> bool:
+        whole = self._whole_hosts.get(host)
+        if whole is None:
+            limit = self._limits.get(host, self._per_host * self._count)
+            whole = self._whole_hosts[host] = self._all_whole or host in self._delays or limit < self._count
+        return whole
+
+    def owner(self, request: Request) -> int:
+        """The process that queues ``request``: the same answer in every process of the crawl."""
+        host = url_host(request.url)
+        if self._whole(host):
+            return zlib.crc32(host.encode()) % self._count
+        return int.from_bytes(fingerprint(request)[:4], "big") % self._count
+
+    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
+        """A delay found during the crawl (robots.txt, Retry-After) for a host shared among the processes
+        is kept by each of them N times over: together they keep it."""
+        shared = not self._all_whole and (host is None or not self._whole(host))
+        super().set_delay(host, seconds * self._count if shared else seconds, floor=floor)
+
+    # -- requests in -------------------------------------------------------------------------
+
+    async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
+        reasons: list[str | None] = []
+        local: list[tuple[int, Request]] = []
+        out: dict[int, list[bytes]] = {}
+        routes, part = self._routes, self.mesh.part
+        for request in requests:
+            key: str | None = None
+            meta = request._meta  # as recent_key, inline: most links are repeats, known by their URL
+            plain = request.method == "GET" and not request.body and not request.dont_filter
+            if plain and not (meta and "cookiejar" in meta):
+                key = request.url.partition("#")[0]
+            route = routes.get(key) if key is not None else None
+            if route is None:
+                route = self._route(request, key)
+            if route == part:
+                local.append((len(reasons), request))
+                reasons.append(None)
+            elif route == _SENT:
+                reasons.append("duplicate")
+            elif isinstance(route, str):
+                reasons.append(route)
+            else:
+                reasons.append(self._forward(request, key, route, out))
+        for peer, lines in out.items():
+            self.mesh.send(peer, lines)
+        if local:
+            answers = await super().enqueue([request for _, request in local])
+            for (index, _), answer in zip(local, answers, strict=True):
+                reasons[index] = answer
+            self._queued += answers.count(None)
+        return reasons
+
+    def _route(self, request: Request, key: str | None) -> int | str:
+        """Where ``request`` goes: its owner, or why no process may crawl it (offsite, a mailto: link);
+        remembered by its URL (``key``) when it has one."""
+        reason = check_request(request, self._settings, self._allowed)
+        route = reason if reason is not None and reason in _URL_REASONS else self.owner(request)
+        if key is not None:
+            if len(self._routes) >= _ROUTES_MAX:
+                self._routes.clear()
+            self._routes[key] = route
+        return route
+
+    def _forward(self, request: Request, key: str | None, owner: int, out: dict[int, list[bytes]]) -> str:
+        reason = check_request(request, self._settings, self._allowed)
+        if reason is not None:
+            return reason
+        try:
+            record = dumps(request, self._spider).encode() + b"\n"
+        except NotSerialisable as exc:
+            logger.error("%s: it cannot go to another process", exc)
+            return "not serialisable"
+        out.setdefault(owner, []).append(record)
+        if key is not None:
+            self._routes[key] = _SENT  # a repeat is a duplicate there
+        return FORWARDED
+
+    def elsewhere(self, url: str) -> bool:
+        """Whether a plain GET of ``url`` is another process's."""
+        return self.owner(Request(url)) != self.mesh.part
+
+    async def next_request(self) -> Request | None:
+        if self._poller is None and self._admit is not None:  # the crawl has begun (a resumed one: its
+            self._poller = asyncio.create_task(self._poll())  # dupe filter is back): the others' links may come
+        return await super().next_request()
+
+    # -- the other processes' links --------------------------------------------------------
+
+    def feed(self, admit: Callable[[list[Request]], Awaitable[None]], stopping: Callable[[], bool]) -> None:
+        """The crawl's way in for requests (filtered, counted and saved as its own), and its stop flag."""
+        self._admit, self._stopping = admit, stopping
+
+    async def _poll(self) -> None:
+        while not self._stopping():
+            arrived = self.mesh.arrivals()
+            if arrived:
+                queued = self._queued
+                self.mesh.say(idle=False)
+                for peer, (lines, position) in arrived.items():
+                    await self._take(lines)
+                    self.mesh.taken(peer, position)
+                if self._queued != queued:
+                    self._idle = False  # work for the crawl: it is not idle from here
+                    self._arrived.set()
+            if self._idle:
+                self.mesh.say(idle=True)  # with how far it has read now
+                if self.mesh.ended():
+                    self._arrived.set()
+            await asyncio.sleep(_POLL)
+        self._arrived.set()
+
+    async def _take(self, lines: list[bytes]) -> None:
+        assert self._admit is not None
+        requests = [loads(line.decode(), self._spider) for line in lines]
+        for request in requests:
+            request._id = 0  # the sender's id: it gets one of this process's own
+        for start in range(0, len(requests), 1000):
+            await self._admit(requests[start : start + 1000])
+
+    async def idle(self) -> None:
+        """The crawl has nothing left to do: wait until the other processes send work (queued here)
+        or every process is idle with every file read (the parent writes ``end``), or a stop."""
+        self._idle = True
+        try:
+            while self._idle and not (self._stopping() or self.mesh.ended()):
+                self._arrived.clear()
+                await self._arrived.wait()
+        finally:
+            self._idle = False
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+        self.mesh.close()
+        await super().close()
+
+    # -- saved with the crawl (--state) ----------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        return self.mesh.checkpoint()
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.mesh.restore(saved)
+
+    async def flush(self) -> None:
+        await asyncio.to_thread(self.mesh.flush)
