@@ -7,15 +7,16 @@ import asyncio
 import gc
 import logging
 import signal
+from pathlib import Path
 from typing import Any
 
 from eclaw.cli.common import exit_code, pairs, setup_logging
-from eclaw.cli.processes import crawl_processes, processes_wanted
 from eclaw.devloop.record import Recorder, recorder_for
 from eclaw.engine import Engine
 from eclaw.events import SpiderClosed, SpiderOpened
 from eclaw.exceptions import ConfigError
 from eclaw.observe.progress import Progress
+from eclaw.processes.crawl import check_saved, crawl_processes, processes_wanted
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider
 from eclaw.stats import Stats
@@ -57,7 +58,7 @@ def add_parsers(sub: Any) -> None:
         "--processes",
         default="1",
         metavar="N",
-        help="run the crawl on N processes of this machine (auto: one per core); needs redis-server",
+        help="run the crawl on N processes of this machine (auto: one per core), each its part of the URLs",
     )
     crawl.add_argument(
         "--record", default=None, metavar="DIR", help="keep every response and item in DIR for eclaw replay"
@@ -75,15 +76,15 @@ def run(args: argparse.Namespace) -> int:
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
     spider_args = pairs(args.arg, "-a")
     processes = processes_wanted(args.processes)
+    if state:
+        check_saved(Path(state), processes)
     if processes > 1:
-        if args.redis or recorder is not None:
-            raise ConfigError("--processes runs a Redis of its own and records nothing: not with --redis or --record")
+        if args.redis or recorder is not None or args.trace or args.metrics_port:
+            raise ConfigError("--processes: not with --redis, --record, --trace or --metrics-port (one crawl each)")
         overrides["log_level"] = str(level).upper()
-        stats = asyncio.run(
-            crawl_processes(
-                args.spider, spider_cls, spider_args, processes=processes, settings=settings,
-                overrides=overrides, outputs=outputs, state=state,
-            )
+        stats = crawl_processes(
+            spider_cls, spider_args, processes=processes, settings=settings, overrides=overrides, outputs=outputs,
+            state=state, runner=_quietly,
         )  # fmt: skip
     else:
         middlewares = recorder.middlewares() if recorder is not None else None
@@ -179,6 +180,11 @@ async def crawl_with_signals(
             progress.stop()
         for signum in installed:
             loop.remove_signal_handler(signum)
+
+
+async def _quietly(engine: Engine, spider: type[Spider], spider_args: dict[str, str]) -> Stats:
+    """One process's part of a crawl on several: no progress table (the parent prints the summary)."""
+    return await crawl_with_signals(engine, spider, spider_args, quiet=True)
 
 
 async def until_signal() -> None:

@@ -1,6 +1,5 @@
-"""One crawl on two processes (``--processes 2``, a private redis-server): every page's item once in
-every output, a pause (SIGINT) and a kill -9 of the whole crawl resumed with nothing lost or doubled,
-and bad input one line."""
+"""One crawl on two processes (``--processes 2``): every page's item once in every output, a pause
+(SIGINT) and a kill -9 of the whole crawl resumed with nothing lost or doubled, and bad input one line."""
 
 from __future__ import annotations
 
@@ -14,8 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
+
 from eclaw.testing import serve
-from tests.cluster.servers import redis_binary
+from tests.state import chainsite
 from tests.state.site import expected, make_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,10 +24,10 @@ SPIDER = str(ROOT / "tests/state/site.py") + ":StateSpider"
 
 
 async def crawl(base: str, tmp: Path, *extra: str) -> asyncio.subprocess.Process:
-    redis_binary()  # a clear failure (or skip outside CI) when redis-server is missing
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--processes", "2",
-        "-o", str(tmp / "items.jsonl"), "-o", str(tmp / "items.csv"), "-s", "store=", "-s", "lease_timeout=1",
+        "-o", str(tmp / "items.jsonl"), "-o", str(tmp / "items.csv"), "-s", "store=",
+        "-s", f"failures={tmp / 'failures.jsonl'}",
         "--log-level", "WARNING", "-q", *extra,
         cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
@@ -44,6 +45,11 @@ async def finished(process: asyncio.subprocess.Process, what: str, seconds: floa
     return out.decode()
 
 
+def failed_in(tmp: Path) -> list[int]:
+    urls = [json.loads(line)["url"] for line in (tmp / "failures.jsonl").read_text().splitlines()]
+    return sorted(int(url.rsplit("/", 1)[1].partition("#")[0]) for url in urls)
+
+
 def pages_in(tmp: Path) -> tuple[list[int], list[int]]:
     jsonl = [json.loads(line)["page"] for line in (tmp / "items.jsonl").read_text().splitlines()]
     with (tmp / "items.csv").open(newline="") as handle:
@@ -52,25 +58,27 @@ def pages_in(tmp: Path) -> tuple[list[int], list[int]]:
 
 
 async def test_two_processes_crawl_every_page_once_into_every_output(tmp_path: Path) -> None:
-    parsed, _ = expected()
+    parsed, failed = expected()
     async with serve(make_app(delay=0.0)) as base:
         out = await finished(await crawl(base, tmp_path), "the crawl")
     assert pages_in(tmp_path) == (sorted(parsed), sorted(parsed))
+    assert failed_in(tmp_path) == sorted(failed)  # each process's failures, gathered into the crawl's file
     assert "written to" in out and re.search(r"finish reason\s+finished", out)
 
 
 async def started(process: asyncio.subprocess.Process, state: Path) -> None:
-    """Wait until the workers are crawling (the private Redis has written some of the crawl)."""
+    """Wait until both processes are crawling (each has written items)."""
+    items = [state / f"part-{k}" / "items.jsonl" for k in (0, 1)]
     for _ in range(600):
-        if (state / "redis" / "appendonlydir").exists() or (state / "redis" / "appendonly.aof").exists():
-            await asyncio.sleep(1.0)
+        if all(path.exists() and path.stat().st_size for path in items):
+            await asyncio.sleep(0.5)
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the crawl never started")
 
 
 async def test_a_pause_and_a_kill_of_the_whole_crawl_resume_with_each_item_once(tmp_path: Path) -> None:
-    parsed, _ = expected()
+    parsed, failed = expected()
     state = tmp_path / "state"
     async with serve(make_app(delay=0.05)) as base:
         paused = await crawl(base, tmp_path, "--state", str(state))
@@ -79,53 +87,78 @@ async def test_a_pause_and_a_kill_of_the_whole_crawl_resume_with_each_item_once(
         assert "crawl paused" in await finished(paused, "the paused crawl")
         killed = await crawl(base, tmp_path, "--state", str(state))
         await started(killed, state)
-        os.killpg(killed.pid, signal.SIGKILL)  # the parent, its workers and its redis-server, at once
+        os.killpg(killed.pid, signal.SIGKILL)  # the parent and its processes, at once
         await killed.wait()
         await finished(await crawl(base, tmp_path, "--state", str(state)), "the resumed crawl")
     assert pages_in(tmp_path) == (sorted(parsed), sorted(parsed))
+    assert failed_in(tmp_path) == sorted(failed)
 
 
 async def test_bad_process_counts_are_one_line(tmp_path: Path) -> None:
-    for extra in (["--processes", "0"], ["--processes", "2", "--redis", "redis://127.0.0.1:9/0"]):
+    two = tmp_path / "two"
+    (two / "mesh").mkdir(parents=True)
+    (two / "mesh" / "count").write_text("2")  # a crawl saved on two processes
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "state.sqlite").write_text("")  # ... and one saved on one
+    for extra, said in (
+        (["--processes", "0"], "--processes expects"),
+        (["--processes", "2", "--redis", "redis://127.0.0.1:9/0"], "not with --redis"),
+        (["--processes", "3", "--state", str(two)], "resume it with --processes 2"),
+        (["--state", str(two)], "resume it with --processes 2"),
+        (["--processes", "2", "--state", str(one)], "resume it with --processes 1"),
+        (["--processes", "2", "--trace", str(tmp_path / "trace.jsonl")], "--trace"),
+    ):
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "eclaw", "crawl", SPIDER, *extra, cwd=tmp_path,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         _, err = await process.communicate()
-        assert process.returncode == 2 and len(err.decode().strip().splitlines()) == 1, err.decode()
+        lines = err.decode().strip().splitlines()
+        assert process.returncode == 2 and len(lines) == 1 and said in lines[0], (extra, err.decode())
 
 
-def test_socket_folders_left_by_killed_crawls_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
-    """A crawl killed with SIGKILL takes its redis-server with it but leaves its socket folder in
-    /tmp; the next --processes crawl removes such folders: never a live one, nor one just made."""
-    import socket
-    import time
+CHAIN = str(ROOT / "tests/state/chainsite.py") + ":ChainSpider"
 
-    from eclaw.cli.processes import sweep_stale_sockets
 
-    def folder(name: str, *, listening: bool | None, age: float) -> tuple[Path, socket.socket | None]:
-        path = tmp_path / f"eclaw-redis-{name}"
-        path.mkdir()
-        server = None
-        if listening is not None:  # a socket file: a server listening on it, or one that died
-            server = socket.socket(socket.AF_UNIX)
-            server.bind(str(path / "redis.sock"))
-            if listening:
-                server.listen()
-            else:
-                server.close()
-        os.utime(path, (time.time() - age, time.time() - age))
-        return path, server
+async def crawl_chain(base: str, tmp: Path, *extra: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", CHAIN, "-a", f"base_url={base}", "--processes", "2",
+        "-o", str(tmp / "chain.jsonl"), "-o", str(tmp / "chain.csv"), "-s", "store=", "-q", *extra,
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    return await finished(process, "the chain crawl")
 
-    killed, _ = folder("killed", listening=False, age=600)
-    empty, _ = folder("empty", listening=None, age=600)
-    live, server = folder("live", listening=True, age=600)
-    starting, _ = folder("starting", listening=None, age=1)
-    (tmp_path / "eclaw-redis-file").write_text("not a folder")
-    try:
-        assert sweep_stale_sockets(tmp_path) == 2
-        assert not killed.exists() and not empty.exists()
-        assert live.exists() and starting.exists() and (tmp_path / "eclaw-redis-file").exists()
-    finally:
-        assert server is not None
-        server.close()
+
+def chain_items(tmp: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (tmp / "chain.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+async def test_a_chain_handed_back_and_forth_through_redirects_ends_with_each_page_once(tmp_path: Path) -> None:
+    """Each page's only way on leads, about one time in two, into the other process's part, and its
+    redirect too: the crawl must neither end early nor fetch a page twice (each is linked and redirected to)."""
+    async with serve(chainsite.make_app()) as base:
+        out = await crawl_chain(base, tmp_path)
+    items = chain_items(tmp_path)
+    assert sorted(item["n"] for item in items) == list(range(chainsite.PAGES)), out
+    assert {item["title"] for item in items} >= {"Café n°0", f"Café n°{chainsite.PAGES - 1}"}
+    with (tmp_path / "chain.csv").open(newline="", encoding="utf-8") as handle:
+        assert sorted(int(row["n"]) for row in csv.DictReader(handle)) == list(range(chainsite.PAGES))
+    assert re.search(r"redirected to another process\s+[1-9]", out), out  # the hand-over happened
+
+
+async def test_a_host_allowed_one_connection_gets_one_from_the_whole_crawl(tmp_path: Path) -> None:
+    async with serve(chainsite.make_app(delay=0.01)) as base:
+        await crawl_chain(base, tmp_path, "-s", "concurrency_per_domain=1")
+        async with aiohttp.ClientSession() as session, session.get(base + "/most") as answer:
+            most = int(await answer.text())
+    assert most == 1
+    assert sorted(item["n"] for item in chain_items(tmp_path)) == list(range(chainsite.PAGES))
+
+
+async def test_a_budget_stops_every_process_and_keeps_what_was_crawled(tmp_path: Path) -> None:
+    async with serve(chainsite.make_app(delay=0.01)) as base:
+        out = await crawl_chain(base, tmp_path, "-s", "max_pages=40")
+    pages = [item["n"] for item in chain_items(tmp_path)]
+    assert 1 <= len(pages) <= 40 and len(set(pages)) == len(pages)
+    assert re.search(r"finish reason\s+max pages", out), out

@@ -1,0 +1,95 @@
+"""One process of a crawl on several (``eclaw crawl ... --processes N``), forked by the parent once the
+spider is loaded (so it imports nothing again). It crawls its part of the URLs as one process crawls a
+whole site (its own frontier, dupe filter, state and item file) and trades links with the others
+through the crawl's files (:mod:`eclaw.frontier.mesh`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eclaw.cli.common import setup_logging
+from eclaw.exceptions import EclawError
+from eclaw.frontier.mesh import Mesh
+from eclaw.frontier.partition import PartScheduler
+from eclaw.settings import Settings
+from eclaw.spider import Spider
+from eclaw.stats import Stats
+
+if TYPE_CHECKING:
+    from eclaw.engine import Engine
+
+__all__ = ["PAUSED", "SIGNALS", "Job", "Runner", "fork"]
+
+PAUSED = 4  # the exit code of a process stopped before the crawl's end (its state saved, with --state)
+SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class Job:
+    """What the parent tells process ``part`` of ``count``."""
+
+    part: int
+    count: int
+    mesh: str  # the crawl's files
+    items: str  # this process's item file (JSONL)
+    state: str = ""  # this process's state directory (--state)
+    args: dict[str, str] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+Runner = Callable[["Engine", type[Spider], dict[str, str]], Awaitable[Stats]]  # one crawl, Ctrl-C a pause
+
+
+def fork(job: Job, spider_cls: type[Spider], runner: Runner) -> int:
+    """Start process ``job.part`` (in a session of its own: a terminal's Ctrl-C reaches the parent, which
+    tells each process once); its pid. Call it with SIGINT and SIGTERM blocked, and no event loop running."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        with contextlib.suppress(OSError, AttributeError):  # killed with the parent, even by kill -9 (Linux)
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the parent prints the crawl's summary
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        code = _run(job, spider_cls, runner)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _run(job: Job, spider_cls: type[Spider], runner: Runner) -> int:
+    try:
+        setup_logging(str(job.overrides.get("log_level", "WARNING")), str(job.overrides.get("log_format", "text")))
+        return asyncio.run(_crawl(job, spider_cls, runner))
+    except EclawError as exc:  # the parent says it, once, as its own one-line error
+        (Path(job.mesh) / f"error-{job.part}").write_text(str(exc))
+        return 2
+
+
+async def _crawl(job: Job, spider_cls: type[Spider], runner: Runner) -> int:
+    from eclaw.engine import Engine
+
+    Path(job.items).parent.mkdir(parents=True, exist_ok=True)
+    scheduler = PartScheduler(Mesh(Path(job.mesh), job.part, job.count))
+    overrides = job.overrides | {"state_dir": job.state, "store": ""}
+    engine = Engine(Settings.from_env(), overrides=overrides, outputs=[job.items], scheduler=lambda: scheduler)
+    stats = await runner(engine, spider_cls, job.args)
+    (Path(job.mesh) / f"stats-{job.part}.json").write_text(json.dumps(stats.as_dict(), default=str))
+    reason = stats.finish_reason
+    return 0 if reason in ("finished", "already finished") or reason.startswith("closespider") else PAUSED
