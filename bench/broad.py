@@ -12,6 +12,9 @@ pinned to CPU 1 for ``--seconds`` (then gets SIGINT) on each configuration:
 * ``broad-N``: N hosts, the measured configurations;
 * ``idle-N``: N hosts visited once each (chains of one-page hosts): memory per idle host.
 
+Contenders: ``eclaw``, ``scrapy``, and ``eclaw-p2``: eclaw with ``--processes 2``, on both CPUs (its
+CPU counts both processes; its peak RSS is the parent's alone).
+
 Everything is measured from the site's request log (bench/broad_stats.py says how), so it is the
 same for both contenders. Results go to bench/results/broad.json and a table at the end.
 """
@@ -78,7 +81,13 @@ def crawler(contender: str, config: Config, seeds: Path, out: Path) -> list[str]
     spider = str(ROOT / "bench/contenders/broad_eclaw.py")
     sets = [a for key, value in settings.items() for a in ("-s", f"{key}={value}")]
     sets += [a for pair in config.eclaw_settings for a in ("-s", pair)]
-    return [sys.executable, "-m", "eclaw", "crawl", spider, "-a", f"seeds={seeds}", "-o", str(out), *sets, "-q"]
+    command = [sys.executable, "-m", "eclaw", "crawl", spider, "-a", f"seeds={seeds}", "-o", str(out), *sets, "-q"]
+    return command + ["--processes", "2"] * (contender == "eclaw-p2")
+
+
+def pinned(contender: str) -> list[str]:
+    """One process crawls on CPU 1 (the site has CPU 0); ``eclaw-p2`` (``--processes 2``) on both."""
+    return [] if contender == "eclaw-p2" else taskset(1)
 
 
 def _peak_rss_mb(pid: int, known: float) -> float:
@@ -130,7 +139,10 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
         with errors.open("w") as err:
             started = time.monotonic()
             process = subprocess.Popen(
-                [*taskset(1), *crawler(contender, config, seeds, out)], stdout=subprocess.DEVNULL, stderr=err, cwd=work
+                [*pinned(contender), *crawler(contender, config, seeds, out)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=work,
             )
             spy = sample(process.pid, config.seconds, profile) if profile else None
             how, usage, shutdown, peak = _stop(process.pid, started + config.seconds + GRACE)
@@ -302,7 +314,7 @@ def _arguments() -> argparse.Namespace:
         parser.error(f"--hosts and --idle take host counts separated by commas, got {args.hosts!r}, {args.idle!r}")
     if any(n < 1 for n in counts) or args.seconds <= 0 or args.delay < 0 or args.concurrency < 1:
         parser.error("host counts, --seconds and --concurrency must be positive, --delay not negative")
-    if unknown := set(args.contenders.split(",")) - {"eclaw", "scrapy"}:
+    if unknown := set(args.contenders.split(",")) - {"eclaw", "eclaw-p2", "scrapy"}:
         parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, scrapy")
     return args
 
