@@ -72,9 +72,7 @@ class Checkpointer:
             saved.pending,
         )
         async for batch in self.state.pending_requests():
-            for request in batch:
-                request.dont_filter = True  # checked and counted before the pause
-            await self._intake.requeue(batch)
+            await self._intake.resumed(batch)
 
     def due(self) -> bool:
         return self.state.due()

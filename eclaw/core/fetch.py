@@ -20,7 +20,7 @@ from eclaw.core.records import attempts_of
 from eclaw.downloaders.base import Downloader
 from eclaw.events import RequestDropped, RequestFailed, RequestGenerated, RequestScheduled, ResponseDownloaded
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
-from eclaw.frontier.base import Fed, Scheduler
+from eclaw.frontier.base import Fed, Scheduler, fingerprint
 from eclaw.http import Request, Response
 from eclaw.http.request import plain_request
 from eclaw.http.urls import redact_url
@@ -174,14 +174,15 @@ class Fetcher:
         return False
 
     def _elsewhere(self, request: Request, response: Response) -> bool:
-        """A redirect led to a page of another process's part of the crawl (``--processes``)."""
+        """A GET's redirect led to a page of another process's part of the crawl (``--processes``); a form's
+        POST that lands there is its answer, parsed here."""
         scheduler = self._scheduler
-        plain = request.method == "GET" and not response.request.dont_filter
-        return plain and isinstance(scheduler, Fed) and scheduler.elsewhere(response.url)
+        return request.method == "GET" and isinstance(scheduler, Fed) and scheduler.elsewhere(response.url)
 
     async def _hand_over(self, request: Request, response: Response) -> None:
-        """The page is that process's to fetch (once, if it is new there) and parse: it gets the request,
-        redirected; this one ends here, as Scrapy's redirects do (as a new request through the frontier)."""
+        """The page is that process's to fetch (once, if it is new there, unless ``dont_filter``) and parse:
+        it gets the request, redirected; this one ends here, as Scrapy's redirects do (a new request through
+        the frontier)."""
         moved = response.request.replace(url=response.url)
         moved._id = 0  # a new request: it gets its own id
         self._journal.assign([moved])
@@ -202,8 +203,13 @@ class Fetcher:
         except Exception as exc:  # the frontier cannot say: parse the page (at worst, twice)
             logger.warning("could not record where %s was redirected: %s", redact_url(response.request.url), exc)
             return False
+        end = fingerprint(targets[-1])
+        if fresh[-1]:
+            self._journal.marked(request, end)  # its own to parse, even if a pause comes before it is parsed
+            return False
         # a form's POST that lands on a page seen before is its answer (a login sends you back): parse it
-        return not fresh[-1] and not response.request.dont_filter and request.method == "GET"
+        own = self._journal.marked_by(request) == end  # it made the page seen itself, before a pause or a crash
+        return not own and not response.request.dont_filter and request.method == "GET"
 
     async def _checked(self, request: Request) -> Response:
         response = await self._downloader.fetch(request)

@@ -11,7 +11,7 @@ from eclaw.core.bus import EventBus
 from eclaw.core.journal import Journal
 from eclaw.events import RequestDropped, RequestFailed
 from eclaw.exceptions import EclawError
-from eclaw.frontier.base import FORWARDED, Scheduler
+from eclaw.frontier.base import FORWARDED, Scheduler, TakesBack
 from eclaw.http import Request
 from eclaw.stats import Stats
 
@@ -51,8 +51,22 @@ class Intake:
         await self.admit(requests, again=False, parent=parent)
 
     async def requeue(self, requests: list[Request]) -> None:
-        """Requests seen before: a retry whose delay is over, the saved requests of a resumed crawl."""
+        """Requests seen before: a retry whose delay is over."""
         await self.admit(requests, again=True)
+
+    async def resumed(self, requests: list[Request]) -> None:
+        """A resumed crawl's saved requests: checked and counted before the pause, in the dupe filter read
+        back, so they go back as they were (a request's ``dont_filter`` stays its own: a redirect of one
+        to a page seen before is still a duplicate)."""
+        scheduler = self._scheduler
+        if not isinstance(scheduler, TakesBack):
+            for request in requests:
+                request.dont_filter = True  # past the checks it passed before
+            await self.admit(requests, again=True)
+            return
+        scheduler.take_back(requests)
+        self._activity.admitted += len(requests)
+        await self._pump()
 
     async def admit(self, requests: list[Request], *, again: bool, parent: Any = None) -> None:
         """Into the frontier; the drops published with ``parent``, the response the requests come from."""

@@ -27,6 +27,13 @@ class Journal(Protocol):
     def done(self, request: Request) -> None:
         """``request`` reached its end."""
 
+    def marked(self, request: Request, fingerprint: bytes) -> None:
+        """A redirect of ``request`` led to a page it made seen (in the dupe filter), before its own end."""
+
+    def marked_by(self, request: Request) -> bytes | None:
+        """The page a resumed ``request`` had made seen itself before the crawl stopped, if any: seen, but
+        its own to parse."""
+
 
 class Ids:
     """No saved state: requests get ids (for log lines and the trace), nothing else is kept."""
@@ -47,4 +54,10 @@ class Ids:
         return None
 
     def done(self, request: Request) -> None:
+        return None
+
+    def marked(self, request: Request, fingerprint: bytes) -> None:
+        return None
+
+    def marked_by(self, request: Request) -> bytes | None:
         return None

@@ -2,7 +2,7 @@
 
 One SQLite file in WAL mode per state directory::
 
-    meta(key, value)       format, spider, status, stats, start_done, outputs, next_id, dupefilter
+    meta(key, value)       format, spider, status, stats, start_done, outputs, next_id, dupefilter, marks
     requests(id, record)   every request accepted and not yet finished: queued, in flight, waiting to retry
 
 and the dupe filter in a file of its own (``dupefilter-N.bin``, named in ``meta``).
@@ -106,6 +106,7 @@ class CrawlState:
         self._saving: asyncio.Task[None] | None = None
         self._checkpoints = 0
         self._dupefilter: Path | None = None  # the file the last checkpoint names
+        self._marks: dict[int, str] = {}  # request id -> the page its redirect made seen, until the request ends
         self.unsaved = 0  # requests that could not be written (a lambda callback, an object in meta)
 
     def __repr__(self) -> str:
@@ -156,6 +157,7 @@ class CrawlState:
         try:
             self._next_id = int(meta.get("next_id", "1"))
             self._checkpoints = int(meta.get("checkpoint", "0"))
+            self._marks = {int(key): value for key, value in json.loads(meta.get("marks", "{}")).items()}
             if "dupefilter" in meta:
                 self._dupefilter = self.directory / meta["dupefilter"]
                 if not self._dupefilter.is_file():
@@ -252,6 +254,17 @@ class CrawlState:
         if request._id:
             self._dirty.pop(request._id, None)
             self._done.add(request._id)
+            if self._marks:
+                self._marks.pop(request._id, None)
+
+    def marked(self, request: Request, fingerprint: bytes) -> None:
+        """Saved with the request while it is not done: a checkpoint taken between the redirect and the
+        parse holds the page as seen, and the request, resumed, must still parse it (not drop it as seen)."""
+        self._marks[request._id] = fingerprint.hex()
+
+    def marked_by(self, request: Request) -> bytes | None:
+        mark = self._marks.get(request._id)
+        return bytes.fromhex(mark) if mark is not None else None
 
     def due(self) -> bool:
         return self._due
@@ -299,6 +312,7 @@ class CrawlState:
             "start_done": "1" if start_done else "0",
             "outputs": json.dumps(outputs),
             "next_id": str(self._next_id),
+            "marks": json.dumps(self._marks),
             "saved_at": str(time.time()),
         }
         files = [info["path"] for info in outputs.values() if isinstance(info, dict) and "path" in info]

@@ -16,7 +16,16 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["FORWARDED", "DupeFilter", "Fed", "Scheduler", "check_request", "fingerprint", "host_overrides"]
+__all__ = [
+    "FORWARDED",
+    "DupeFilter",
+    "Fed",
+    "Scheduler",
+    "TakesBack",
+    "check_request",
+    "fingerprint",
+    "host_overrides",
+]
 
 _SCHEMES = frozenset({"http", "https"})
 FORWARDED = "forwarded"  # what enqueue answers for a request another process queues: neither queued nor dropped
@@ -88,6 +97,14 @@ class Scheduler(Protocol):
         """Where every stored item must also go (a shared frontier's item store), by name."""
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class TakesBack(Protocol):
+    """A frontier that takes a resumed crawl's saved requests back as they were: checked, counted and
+    in the restored dupe filter already, so queued with no check."""
+
+    def take_back(self, requests: Sequence[Request]) -> None: ...
 
 
 @runtime_checkable

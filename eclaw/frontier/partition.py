@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import NotSerialisable
-from eclaw.frontier.base import FORWARDED, check_request, fingerprint
+from eclaw.frontier.base import FORWARDED, check_request, fingerprint, host_overrides
 from eclaw.frontier.mesh import Mesh
 from eclaw.frontier.scheduler import DefaultScheduler
 from eclaw.frontier.serial import dumps, loads
@@ -49,6 +49,9 @@ class PartScheduler(DefaultScheduler):
         self._routes: dict[str, int | str] = {}  # URL -> its owner, _SENT, or why it is refused
         self._whole_hosts: dict[str, bool] = {}
         self._all_whole = False
+        self._paced_hosts: frozenset[str] = frozenset()  # hosts given a delay of their own (host_delay)
+        self._host_limits: dict[str, int] = {}
+        self._default_limit = 1
         self._admit: Callable[[list[Request]], Awaitable[None]] | None = None
         self._stopping: Callable[[], bool] = lambda: False
         self._poller: asyncio.Task[None] | None = None
@@ -66,24 +69,28 @@ class PartScheduler(DefaultScheduler):
     # -- owners and politeness -------------------------------------------------------------
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
+        count, per_host = self._count, settings.concurrency_per_domain
+        limits, delays = host_overrides(settings)  # from the settings alone: the same in every process
+        self._all_whole = settings.download_delay > 0 or settings.autothrottle or per_host < count
+        self._paced_hosts = frozenset(delays)
+        self._host_limits, self._default_limit = limits, per_host
         await super().open(spider, settings, wake)
         self._spider = spider
-        count, per_host, delays = self._count, self._per_host, dict(self._delays)
-        self._all_whole = settings.download_delay > 0 or settings.autothrottle or per_host < count
         if not self._all_whole:
             self._per_host = per_host // count  # a host's connections, shared among the processes
             for host in delays:
                 self._limits.setdefault(host, per_host)  # paced: whole in one process, with all its connections
-            for host, limit in list(self._limits.items()):
-                if limit >= count and host not in delays:
+            for host, limit in limits.items():
+                if not self._whole(host):
                     self._limits[host] = limit // count
         self.mesh.open()
 
     def _whole(self, host: str) -> bool:
+        """Whether ``host`` is paced as a whole, so one process has all its URLs (from the settings alone)."""
         whole = self._whole_hosts.get(host)
         if whole is None:
-            limit = self._limits.get(host, self._per_host * self._count)
-            whole = self._whole_hosts[host] = self._all_whole or host in self._delays or limit < self._count
+            limit = self._host_limits.get(host, self._default_limit)
+            whole = self._whole_hosts[host] = self._all_whole or host in self._paced_hosts or limit < self._count
         return whole
 
     def owner(self, request: Request) -> int:

@@ -142,6 +142,14 @@ class DefaultScheduler:
             self._spill_rows(spill)
         return reasons
 
+    def take_back(self, requests: Sequence[Request]) -> None:
+        """A resumed crawl's saved requests, queued as they were (:class:`~eclaw.frontier.base.TakesBack`)."""
+        spill: list[Row] = []
+        for request in requests:
+            self._place(request, spill)
+        if spill:
+            self._spill_rows(spill)
+
     def _place(self, request: Request, spill: list[Row]) -> None:
         """Queue ``request`` on its host: in memory, or (an ordinary request past the window, or behind
         others of its host on disk) for the disk."""

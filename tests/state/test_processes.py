@@ -7,16 +7,23 @@ import asyncio
 import csv
 import json
 import os
+import random
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import aiohttp
+import pytest
 
+from eclaw import Request, Settings
+from eclaw.frontier.mesh import Mesh
+from eclaw.frontier.partition import PartScheduler
 from eclaw.testing import serve
 from tests.state import chainsite
+from tests.state.chainsite import ChainSpider
 from tests.state.site import expected, make_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,9 +128,9 @@ async def test_bad_process_counts_are_one_line(tmp_path: Path) -> None:
 CHAIN = str(ROOT / "tests/state/chainsite.py") + ":ChainSpider"
 
 
-async def crawl_chain(base: str, tmp: Path, *extra: str) -> str:
+async def crawl_chain(base: str, tmp: Path, *extra: str, processes: str = "2") -> str:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", CHAIN, "-a", f"base_url={base}", "--processes", "2",
+        sys.executable, "-m", "eclaw", "crawl", CHAIN, "-a", f"base_url={base}", "--processes", processes,
         "-o", str(tmp / "chain.jsonl"), "-o", str(tmp / "chain.csv"), "-s", "store=", "-q", *extra,
         cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
@@ -160,5 +167,55 @@ async def test_a_budget_stops_every_process_and_keeps_what_was_crawled(tmp_path:
     async with serve(chainsite.make_app(delay=0.01)) as base:
         out = await crawl_chain(base, tmp_path, "-s", "max_pages=40")
     pages = [item["n"] for item in chain_items(tmp_path)]
-    assert 1 <= len(pages) <= 40 and len(set(pages)) == len(pages)
+    assert 20 <= len(pages) <= 40 + 4 and len(set(pages)) == len(pages)  # a part reached (20); what was in flight
     assert re.search(r"finish reason\s+max pages", out), out
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+async def test_kills_at_random_moments_of_a_crawl_of_redirects_lose_and_double_nothing(
+    tmp_path: Path, processes: str
+) -> None:
+    """kill -9 of the whole crawl at random moments while every page is reached both by a link and by a
+    redirect (with two processes, handing each other every other link): each resume goes on from what
+    was saved, and each page's item is written once. A redirect that made its page seen just before a
+    checkpoint, parsed after it, must parse it again when resumed, not drop it as seen."""
+    state, rng = tmp_path / "state", random.Random(7)
+    async with serve(chainsite.make_app(delay=0.02)) as base:
+        for _ in range(3):
+            killed = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "eclaw", "crawl", CHAIN, "-a", f"base_url={base}", "--processes", processes,
+                "-o", str(tmp_path / "chain.jsonl"), "-s", "store=", "-s", "checkpoint_interval=0.1", "-q",
+                "--state", str(state), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+            await asyncio.sleep(rng.uniform(0.7, 1.4))
+            os.killpg(killed.pid, signal.SIGKILL)  # the chain takes seconds: it is still crawling
+            await killed.wait()
+        await crawl_chain(base, tmp_path, "--state", str(state), "-s", "checkpoint_interval=0.1", processes=processes)
+    assert sorted(item["n"] for item in chain_items(tmp_path)) == list(range(chainsite.PAGES))
+
+
+def test_every_process_names_the_same_owner_and_a_paced_host_has_one() -> None:
+    async def owners() -> None:
+        settings = Settings(concurrency_per_domain=8, host_delay="slow.test=1", host_concurrency="one.test=1")
+        schedulers = []
+        for part in (0, 1):
+            scheduler = PartScheduler(Mesh(Path(tempfile.mkdtemp()), part, 2))
+            await scheduler.open(ChainSpider(), settings, lambda: None)
+            schedulers.append(scheduler)
+        try:
+            urls = [f"http://a.test/p/{n}?b=2&a=1" for n in range(200)]
+            owners = [{s.owner(Request(url)) for s in schedulers} for url in urls]
+            assert all(len(found) == 1 for found in owners)  # the same answer in both processes
+            spread = [found.pop() for found in owners]
+            assert 60 < spread.count(0) < 140  # a shared host's pages go to both
+            same = [Request(url.replace("?b=2&a=1", "?a=1&b=2#top")) for url in urls]  # duplicates of them
+            assert [schedulers[0].owner(r) for r in same] == spread
+            for host in ("slow.test", "one.test"):  # paced as a whole: one process has all its pages
+                assert len({schedulers[0].owner(Request(f"http://{host}/{n}")) for n in range(50)}) == 1
+            assert schedulers[0]._limits.get("a.test", schedulers[0]._per_host) == 4  # its share of 8
+        finally:
+            for scheduler in schedulers:
+                await scheduler.close()
+
+    asyncio.run(owners())

@@ -170,3 +170,27 @@ async def test_one_state_dir_one_running_crawl(tmp_path: Path) -> None:
 def test_parquet_output_is_refused_with_state(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"ParquetExporter.* cannot be resumed"):
         engine(tmp_path, "items.parquet").prepare(StateSpider)
+
+
+async def test_a_redirect_target_made_seen_by_a_request_still_pending_stays_that_requests_to_parse(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint taken between a redirect (its end marked seen in the dupe filter) and the parse of
+    the page saves the request as pending with its mark: resumed, the page is seen, but its own."""
+    state = CrawlState(tmp_path / "state", StateSpider())
+    await state.open(lambda: None)
+    moved, other = Request("http://a.test/old"), Request("http://a.test/other")
+    state.assign([moved, other])
+    state.accepted(moved)
+    state.accepted(other)
+    state.marked(moved, b"\x01" * 20)
+    await state.save(state.snapshot(status="running", stats={}, start_done=True, outputs={}, dupefilter=None))
+    await state.close()
+    again = CrawlState(tmp_path / "state", StateSpider())
+    await again.open(lambda: None)
+    try:
+        assert again.marked_by(moved) == b"\x01" * 20 and again.marked_by(other) is None
+        again.done(moved)
+        assert again.marked_by(moved) is None  # ended: forgotten, and not saved again
+    finally:
+        await again.close()
