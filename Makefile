@@ -121,7 +121,7 @@ frontier: $(STAMP)
 cluster-bench: $(STAMP) test-servers
 	$(BIN)/python -m bench.cluster $(CLUSTER_ARGS)
 
-## bench-processes: one CPU-bound crawl on --processes 1 and 2 (a private redis-server), side by side
+## bench-processes: one CPU-bound crawl on --processes 1 and 2, side by side (PROCESSES_ARGS="--bound": and the coordination-free bound)
 bench-processes: $(STAMP) test-servers
 	$(BIN)/python -m bench.processes $(PROCESSES_ARGS)
 

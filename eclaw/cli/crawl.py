@@ -81,7 +81,6 @@ def run(args: argparse.Namespace) -> int:
     if processes > 1:
         if args.redis or recorder is not None or args.trace or args.metrics_port:
             raise ConfigError("--processes: not with --redis, --record, --trace or --metrics-port (one crawl each)")
-        overrides["log_level"] = str(level).upper()
         stats = crawl_processes(
             spider_cls, spider_args, processes=processes, settings=settings, overrides=overrides, outputs=outputs,
             state=state, runner=_quietly,

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eclaw.cli.common import setup_logging
 from eclaw.exceptions import EclawError
 from eclaw.frontier.mesh import Mesh
 from eclaw.frontier.partition import PartScheduler
@@ -74,8 +73,7 @@ def fork(job: Job, spider_cls: type[Spider], runner: Runner) -> int:
 
 
 def _run(job: Job, spider_cls: type[Spider], runner: Runner) -> int:
-    try:
-        setup_logging(str(job.overrides.get("log_level", "WARNING")), str(job.overrides.get("log_format", "text")))
+    try:  # logging as the parent set it up before the fork
         return asyncio.run(_crawl(job, spider_cls, runner))
     except EclawError as exc:  # the parent says it, once, as its own one-line error
         (Path(job.mesh) / f"error-{job.part}").write_text(str(exc))
