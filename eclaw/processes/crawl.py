@@ -35,10 +35,11 @@ from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
 
-__all__ = ["check_saved", "crawl_processes", "processes_wanted"]
+__all__ = ["check_saved", "crawl_processes", "processes_wanted", "sweep_scratch"]
 
 FINISHED = "finished"  # a marker file in the state directory
 _DIVIDED = ("max_pages", "max_items", "max_errors")  # budgets the processes share: each its part
+_SCRATCH = "eclaw-crawl-"  # the prefix of a crawl's directory without --state, in the temporary directory
 
 
 def processes_wanted(value: str) -> int:
@@ -78,9 +79,9 @@ def crawl_processes(
     """Run the crawl on ``processes`` processes (each runs its part with ``runner``); the merged stats
     (``finish_reason`` as one process would say). A crawl stopped before its end keeps its items for
     the resume with ``--state``; without, they go to the outputs at once, as one process's would be there."""
-    directory = Path(state) if state else Path(tempfile.mkdtemp(prefix="eclaw-crawl-"))
-    if state and (directory / FINISHED).exists():
+    if state and (Path(state) / FINISHED).exists():
         return Stats(spider=spider_cls.name, finish_reason="already finished")
+    directory = Path(state) if state else _scratch()
     try:
         mesh = _prepare(directory, processes)
         effective = settings.replace(overrides)
@@ -105,6 +106,33 @@ def crawl_processes(
     finally:
         if not state:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _scratch() -> Path:
+    """A directory for a crawl without ``--state`` (removed at its end), after removing those that crawls
+    killed with SIGKILL left: the process that made one (its ``pid`` file) is gone."""
+    sweep_scratch(Path(tempfile.gettempdir()))
+    directory = Path(tempfile.mkdtemp(prefix=_SCRATCH))
+    (directory / "pid").write_text(str(os.getpid()))
+    return directory
+
+
+def sweep_scratch(parent: Path) -> int:
+    """Remove this user's scratch directories in ``parent`` whose crawl is gone; how many went."""
+    removed = 0
+    for folder in parent.glob(_SCRATCH + "*"):
+        try:
+            if folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int((folder / "pid").read_text()), 0)
+            continue  # its crawl runs (or its pid was taken again: kept, which is safe)
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError):
+            continue  # being made now, or not ours to judge
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 def _prepare(directory: Path, processes: int) -> Path:

@@ -21,6 +21,7 @@ import pytest
 from eclaw import Request, Settings
 from eclaw.frontier.mesh import Mesh
 from eclaw.frontier.partition import PartScheduler
+from eclaw.processes.crawl import sweep_scratch
 from eclaw.testing import serve
 from tests.state import chainsite
 from tests.state.chainsite import ChainSpider
@@ -219,3 +220,16 @@ def test_every_process_names_the_same_owner_and_a_paced_host_has_one() -> None:
                 await scheduler.close()
 
     asyncio.run(owners())
+
+
+def test_scratch_directories_of_killed_crawls_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    """A crawl without --state works in a scratch directory it removes at its end; one killed with
+    SIGKILL cannot, so the next crawl removes those whose crawl is gone."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    folders = {name: tmp_path / f"eclaw-crawl-{name}" for name in ("dead", "live", "new")}
+    for folder in folders.values():
+        (folder / "part-0").mkdir(parents=True)
+    (folders["dead"] / "pid").write_text(dead.stdout.strip())  # that process has exited
+    (folders["live"] / "pid").write_text(str(os.getpid()))
+    assert sweep_scratch(tmp_path) == 1  # "new" has no pid file yet: being made, kept
+    assert [name for name, folder in folders.items() if folder.exists()] == ["live", "new"]
