@@ -34,9 +34,6 @@ __all__ = ["PartScheduler"]
 
 logger = logging.getLogger(__name__)
 _POLL = 0.005  # seconds between two looks at the other processes' files
-_ROUTES_MAX = 65536  # URLs whose way is remembered, at most
-_SENT = -1  # the way of a URL sent to its owner already
-_URL_REASONS = frozenset({"offsite", "unsupported scheme"})  # refusals that depend on the URL alone
 
 
 class PartScheduler(DefaultScheduler):
@@ -46,7 +43,7 @@ class PartScheduler(DefaultScheduler):
         super().__init__()
         self.mesh = mesh
         self._count = mesh.count
-        self._routes: dict[str, int | str] = {}  # URL -> its owner, _SENT, or why it is refused
+        self._out: dict[int, list[bytes]] = {peer: [] for peer in mesh.peers}  # records for each peer
         self._whole_hosts: dict[str, bool] = {}
         self._all_whole = False
         self._paced_hosts: frozenset[str] = frozenset()  # hosts given a delay of their own (host_delay)
@@ -95,10 +92,15 @@ class PartScheduler(DefaultScheduler):
 
     def owner(self, request: Request) -> int:
         """The process that queues ``request``: the same answer in every process of the crawl."""
+        return self._owner(request)[0]
+
+    def _owner(self, request: Request) -> tuple[int, bytes | None]:
+        """The owner, and the fingerprint if it took one (a URL of a host shared among the processes)."""
         host = url_host(request.url)
         if self._whole(host):
-            return zlib.crc32(host.encode()) % self._count
-        return int.from_bytes(fingerprint(request)[:4], "big") % self._count
+            return zlib.crc32(host.encode()) % self._count, None
+        fp = fingerprint(request)
+        return int.from_bytes(fp[:4], "big") % self._count, fp
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         """A delay found during the crawl (robots.txt, Retry-After) for a host shared among the processes
@@ -109,61 +111,34 @@ class PartScheduler(DefaultScheduler):
     # -- requests in -------------------------------------------------------------------------
 
     async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
-        reasons: list[str | None] = []
-        local: list[tuple[int, Request]] = []
-        out: dict[int, list[bytes]] = {}
-        routes, part = self._routes, self.mesh.part
-        for request in requests:
-            key: str | None = None
-            meta = request._meta  # as recent_key, inline: most links are repeats, known by their URL
-            plain = request.method == "GET" and not request.body and not request.dont_filter
-            if plain and not (meta and "cookiejar" in meta):
-                key = request.url.partition("#")[0]
-            route = routes.get(key) if key is not None else None
-            if route is None:
-                route = self._route(request, key)
-            if route == part:
-                local.append((len(reasons), request))
-                reasons.append(None)
-            elif route == _SENT:
-                reasons.append("duplicate")
-            elif isinstance(route, str):
-                reasons.append(route)
-            else:
-                reasons.append(self._forward(request, key, route, out))
-        for peer, lines in out.items():
-            self.mesh.send(peer, lines)
-        if local:
-            answers = await super().enqueue([request for _, request in local])
-            for (index, _), answer in zip(local, answers, strict=True):
-                reasons[index] = answer
-            self._queued += answers.count(None)
+        """As one process's frontier, in its one pass over the links (a link seen lately, here or sent on,
+        is a duplicate without more ado); a new one of another part is sent there (``_filter``)."""
+        reasons = await super().enqueue(requests)
+        self._queued += reasons.count(None)
+        for peer, lines in self._out.items():
+            if lines:
+                self.mesh.send(peer, lines)
+                lines.clear()
         return reasons
 
-    def _route(self, request: Request, key: str | None) -> int | str:
-        """Where ``request`` goes: its owner, or why no process may crawl it (offsite, a mailto: link);
-        remembered by its URL (``key``) when it has one."""
-        reason = check_request(request, self._settings, self._allowed)
-        route = reason if reason is not None and reason in _URL_REASONS else self.owner(request)
-        if key is not None:
-            if len(self._routes) >= _ROUTES_MAX:
-                self._routes.clear()
-            self._routes[key] = route
-        return route
-
-    def _forward(self, request: Request, key: str | None, owner: int, out: dict[int, list[bytes]]) -> str:
+    def _filter(self, request: Request) -> str | None:
         reason = check_request(request, self._settings, self._allowed)
         if reason is not None:
             return reason
+        owner, fp = self._owner(request)
+        if owner != self.mesh.part:
+            return self._forward(request, owner)
+        if request.dont_filter:
+            return None
+        return None if self.dupefilter.add(fp or fingerprint(request)) else "duplicate"
+
+    def _forward(self, request: Request, owner: int) -> str:
         try:
-            record = dumps(request, self._spider).encode() + b"\n"
+            self._out[owner].append(dumps(request, self._spider).encode() + b"\n")
         except NotSerialisable as exc:
             logger.error("%s: it cannot go to another process", exc)
             return "not serialisable"
-        out.setdefault(owner, []).append(record)
-        if key is not None:
-            self._routes[key] = _SENT  # a repeat is a duplicate there
-        return FORWARDED
+        return FORWARDED  # remembered as seen lately: a repeat is a duplicate (queued there)
 
     def elsewhere(self, url: str) -> bool:
         """Whether a plain GET of ``url`` is another process's."""

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from eclaw.frontier.base import DupeFilter, check_request, fingerprint, host_overrides
+from eclaw.frontier.base import FORWARDED, DupeFilter, check_request, fingerprint, host_overrides
 from eclaw.frontier.dupefilter import BloomDupeFilter, RecentSet, SetDupeFilter
 from eclaw.frontier.politeness import NO_KEY, HostSlot
 from eclaw.frontier.spill import Row, SpillQueue
@@ -129,7 +129,7 @@ class DefaultScheduler:
                     continue
             reason = self._filter(request)
             if key is not None:
-                if reason is None or reason == "duplicate":
+                if reason is None or reason == "duplicate" or reason == FORWARDED:
                     recent.add(key)
                 elif reason in _URL_REASONS:
                     if len(refused) >= 4096:
