@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Mesh", "mesh_files"]
+__all__ = ["Mesh", "mesh_files", "read_status"]
 
 _READ_MAX = 4 << 20  # bytes of one inbox file read at once, at most
 
