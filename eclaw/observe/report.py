@@ -50,14 +50,6 @@ def _describe(record: Record) -> str:
     return ""
 
 
-def _expanded(events: list[Record]) -> Iterable[Record]:
-    """A link dropped as it was generated is one record: shown as its two steps."""
-    for record in events:
-        yield record
-        if record["event"] == "RequestGenerated" and "dropped" in record:
-            yield {**record, "event": "RequestDropped", "reason": record["dropped"]}
-
-
 def lifecycle(records: Iterable[Record], *, url: str | None = None, request_id: int | None = None) -> str:
     """The events of one request (by id, or every request for ``url``), with times."""
     by_id: dict[int, list[Record]] = defaultdict(list)
@@ -70,7 +62,7 @@ def lifecycle(records: Iterable[Record], *, url: str | None = None, request_id: 
     else:
         # a request is found by the URL it was made for, or any URL it was fetched at (a redirect's end)
         ids = [i for i, events in by_id.items() if any(e.get("url", "").partition("#")[0] == wanted for e in events)]
-    duplicates = [i for i in ids if any("duplicate" in (e.get("reason"), e.get("dropped")) for e in by_id[i])]
+    duplicates = [i for i in ids if any(e.get("reason") == "duplicate" for e in by_id[i])]
     shown = [i for i in ids if i not in duplicates] or duplicates[:1]
     if not shown:
         return f"no request {'id ' + str(request_id) if request_id is not None else url} in this trace"
@@ -79,7 +71,7 @@ def lifecycle(records: Iterable[Record], *, url: str | None = None, request_id: 
         events = by_id[ident]
         lines.append(f"request {ident} {events[0].get('url', '')}")
         start = scheduled = events[0]["t"]
-        for record in _expanded(events):
+        for record in events:
             note = _describe(record)
             if record["event"] == "RequestScheduled":
                 scheduled = record["t"]
