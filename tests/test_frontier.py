@@ -13,7 +13,7 @@ from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
 from eclaw.exceptions import NotSerialisable
 from eclaw.frontier.scheduler import DefaultScheduler
-from eclaw.frontier.serial import dumps, loads
+from eclaw.frontier.serial import dumps, from_line, loads, to_line
 from eclaw.testing import collect
 from tests.conftest import assert_accounted
 
@@ -65,6 +65,34 @@ def test_what_cannot_be_stored_is_named() -> None:
 
     with pytest.raises(ConfigError, match="needs callback 'parse_item', which spider 'renamed' does not have"):
         loads(dumps(Request("http://shop.test/", spider.parse_item), spider), Renamed())
+
+
+def test_links_between_processes_are_lines_plain_ones_without_json() -> None:
+    spider = Site()
+    link = Request("http://shop.test/b%C3%A9?q=1", spider.parse_item, depth=3)
+    link.referer = "http://shop.test/list?page=2"
+    line = to_line(link, spider)
+    assert line == b"http://shop.test/b%C3%A9?q=1\tparse_item\t3\thttp://shop.test/list?page=2\n"
+    no_callback = Request("http://shop.test/c")
+    rich = Request("http://shop.test/d", spider.parse, method="POST", body=b"x=1", meta={"k": [1]}, priority=2)
+    odd = Request("http://shop.test/e", spider.parse)
+    odd.referer = "http://shop.test/\tf"  # a field that would break the line: the JSON record instead
+    for request in (link, no_callback, rich, odd):
+        line = to_line(request, spider)
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert line.startswith(b"{") == (request in (rich, odd))
+        back = from_line(line[:-1], spider)
+        for name in ("url", "method", "body", "meta", "priority", "depth", "dont_filter", "referer", "callback"):
+            assert getattr(back, name) == getattr(request, name), (request, name)
+        assert back._id == 0 and back.errback is None and back.cb_kwargs == {}
+    with pytest.raises(NotSerialisable, match="is not a method of the spider"):
+        to_line(Request("http://shop.test/", lambda r: None), spider)
+
+    class Renamed(Spider):
+        name = "renamed"
+
+    with pytest.raises(ConfigError, match="needs callback 'parse_item', which spider 'renamed' does not have"):
+        from_line(to_line(link, spider)[:-1], Renamed())
 
 
 async def drain(scheduler: DefaultScheduler) -> list[Request]:

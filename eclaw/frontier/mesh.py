@@ -1,8 +1,9 @@
 """The files through which the processes of one crawl (``--processes N``) hand each other links.
 
 Every process owns a part of the crawl's URLs and appends the requests it found for
-another process's part to a file of its own for that process (``A-B.jsonl``, one
-JSON record a line); the other reads it as it grows. The files are the only
+another process's part to a file of its own for that process (``A-B.jsonl``, a
+request a line: a plain link as tab-separated fields, any other as its JSON record,
+see :func:`~eclaw.frontier.serial.to_line`); the other reads it as it grows. The files are the only
 channel, so they are also what makes a saved crawl (``--state``) exact: each
 process's checkpoint records how long each of its files was (its outbox) and how
 far it had read each file it reads (its inbox). On resume a process cuts its

@@ -22,7 +22,7 @@ from eclaw.exceptions import NotSerialisable
 from eclaw.frontier.base import FORWARDED, check_request, fingerprint, host_overrides
 from eclaw.frontier.mesh import Mesh
 from eclaw.frontier.scheduler import DefaultScheduler
-from eclaw.frontier.serial import dumps, loads
+from eclaw.frontier.serial import from_line, to_line
 from eclaw.http import Request
 from eclaw.http.urls import url_host
 
@@ -134,7 +134,7 @@ class PartScheduler(DefaultScheduler):
 
     def _forward(self, request: Request, owner: int) -> str:
         try:
-            self._out[owner].append(dumps(request, self._spider).encode() + b"\n")
+            self._out[owner].append(to_line(request, self._spider))
         except NotSerialisable as exc:
             logger.error("%s: it cannot go to another process", exc)
             return "not serialisable"
@@ -176,7 +176,7 @@ class PartScheduler(DefaultScheduler):
 
     async def _take(self, lines: list[bytes]) -> None:
         assert self._admit is not None
-        requests = [loads(line.decode(), self._spider) for line in lines]
+        requests = [from_line(line, self._spider) for line in lines]
         for request in requests:
             request._id = 0  # the sender's id: it gets one of this process's own
         for start in range(0, len(requests), 1000):

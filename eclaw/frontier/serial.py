@@ -2,6 +2,8 @@
 
 Safe by construction: no pickle. A callback or errback is stored by name and
 must be a method of the spider; ``meta`` and ``cb_kwargs`` must be JSON values.
+:func:`to_line` and :func:`from_line` write a plain link (the commonest request) as
+tab-separated fields instead: a tenth of the work of a JSON record.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import ConfigError, NotSerialisable
 from eclaw.http import Request
+from eclaw.http.request import plain_request
 
 if TYPE_CHECKING:
     from eclaw.spider import Spider
 
-__all__ = ["dumps", "loads"]
+__all__ = ["dumps", "from_line", "loads", "to_line"]
 
 
 def dumps(request: Request, spider: Spider) -> str:
@@ -59,10 +62,7 @@ def loads(text: str, spider: Spider) -> Request:
         if name in record:
             method = getattr(spider, record[name], None)
             if not callable(method):
-                raise ConfigError(
-                    f"a saved request for {url} needs {name} {record[name]!r}, "
-                    f"which spider {spider.name!r} does not have"
-                )
+                raise _missing(url, name, record[name], spider)
             callbacks[name] = method
     body = base64.b64decode(record["body"]) if "body" in record else b""
     request = Request(
@@ -82,6 +82,51 @@ def loads(text: str, spider: Spider) -> Request:
     request._id = record.get("id", 0)
     request.referer = record.get("referer")
     return request
+
+
+def to_line(request: Request, spider: Spider) -> bytes:
+    """``request`` as one line of bytes (newline included): a plain link (a GET with nothing of its
+    own but its callback, depth and referer) as ``URL<tab>callback<tab>depth<tab>referer``, any
+    other request as its JSON record (:func:`dumps`; it never starts with a URL's scheme)."""
+    url, referer, callback = request.url, request.referer or "", request.callback
+    if (
+        request.method == "GET"
+        and not (request.body or request._headers or request._meta or request._cb_kwargs)
+        and request.errback is None
+        and not request.priority
+        and not request.dont_filter
+        and _one_field(url)
+        and _one_field(referer)
+    ):
+        name = "" if callback is None else _method_name(callback, spider, "callback")
+        return f"{url}\t{name}\t{request.depth}\t{referer}\n".encode()
+    return dumps(request, spider).encode() + b"\n"
+
+
+def from_line(line: bytes, spider: Spider) -> Request:
+    """The request of a line made by :func:`to_line` (without its newline)."""
+    text = line.decode()
+    if text.startswith("{"):
+        return loads(text, spider)
+    url, name, depth, referer = text.split("\t")
+    callback = None
+    if name:
+        callback = getattr(spider, name, None)
+        if not callable(callback):
+            raise _missing(url, "callback", name, spider)
+    request = plain_request(url, callback)
+    request.depth = int(depth)
+    request.referer = referer or None
+    return request
+
+
+def _one_field(text: str) -> bool:
+    """Whether ``text`` holds no tab or line break (a request's URL never does: it is made safe)."""
+    return "\t" not in text and "\n" not in text and "\r" not in text
+
+
+def _missing(url: str, kind: str, name: str, spider: Spider) -> ConfigError:
+    return ConfigError(f"a saved request for {url} needs {kind} {name!r}, which spider {spider.name!r} does not have")
 
 
 def _method_name(func: Any, spider: Spider, kind: str) -> str:
