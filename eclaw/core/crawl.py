@@ -115,6 +115,7 @@ class Crawl:
         self.start = StartFeeder(
             self.spider, self.scheduler, bus, high_water=max(1000, self.settings.concurrency * 8),
             stopping=lambda: self._stopping, stop=self.stop, wake=activity.wake, assign=self.intake.assign,
+            handed_out=lambda: stats.requests_scheduled,
         )  # fmt: skip
         self.checkpointer = None
         if parts.state is not None:

@@ -19,9 +19,12 @@ logger = logging.getLogger(__name__)
 
 
 class StartFeeder:
-    """Takes ``start_requests()`` lazily: past ``high_water`` queued requests it waits until the
-    frontier is half drained. ``done`` once it ended; ``exhausted`` if every start request was taken
-    (a resumed crawl then skips them); ``error`` what it failed with (raised by the crawl at the end)."""
+    """Takes ``start_requests()`` lazily: it runs at most ``high_water`` requests ahead of the crawl.
+    It waits once the frontier holds more than that and it fed that many more than the frontier
+    handed out since it began, until either is down to half: the links of the first pages, however
+    many, do not hold back the start requests still to come (a long list of hosts is not starved).
+    ``done`` once it ended; ``exhausted`` if every start request was taken (a resumed crawl then
+    skips them); ``error`` what it failed with (raised by the crawl at the end)."""
 
     def __init__(
         self,
@@ -34,6 +37,7 @@ class StartFeeder:
         stop: Callable[[str], None],
         wake: Callable[[], None],
         assign: Callable[[list[Request]], None],
+        handed_out: Callable[[], int],
     ) -> None:
         self._spider = spider
         self._scheduler = scheduler
@@ -43,6 +47,8 @@ class StartFeeder:
         self._stop = stop
         self._wake = wake
         self._assign = assign
+        self._handed_out = handed_out  # requests the frontier handed out so far (a resumed crawl's too)
+        self._fed = self._handed_before = 0
         self.done = False
         self.exhausted = False
         self.error: BaseException | None = None
@@ -54,6 +60,7 @@ class StartFeeder:
         self.done = self.exhausted = True
 
     async def run(self) -> None:
+        self._handed_before = self._handed_out()
         try:
             async for request in iterate_start_requests(self._spider.start_requests()):
                 if self._stopping():
@@ -63,7 +70,8 @@ class StartFeeder:
                 check_start_url(request.url)
                 self._assign([request])
                 await self._bus.publish_batch(RequestGenerated, [request])
-                if self._scheduler.pending() > self._high_water:
+                self._fed += 1
+                if self._scheduler.pending() > self._high_water and self._lead() > self._high_water:
                     await self._wait_for_room()
             else:
                 self.exhausted = True
@@ -84,6 +92,11 @@ class StartFeeder:
         await self.drained.wait()
 
     def room(self) -> None:
-        """The crawl's loop calls this when the frontier may have drained (or the crawl stops)."""
-        if self._stopping() or self._scheduler.pending() <= self.low_water:
+        """The crawl's loop calls this when the frontier may have drained or handed out more (or the
+        crawl stops)."""
+        if self._stopping() or self._scheduler.pending() <= self.low_water or self._lead() <= self.low_water:
             self.drained.set()
+
+    def _lead(self) -> int:
+        """How many more requests this fed than the frontier handed out since."""
+        return self._fed - (self._handed_out() - self._handed_before)
