@@ -145,3 +145,27 @@ async def test_a_host_whose_requests_went_to_disk_is_served_while_others_wait_ou
         assert scheduler.pending() == 600
     finally:
         await scheduler.close()
+
+
+async def test_a_host_that_came_late_is_not_starved_by_hosts_with_long_queues() -> None:
+    """Four hosts with 30 pages each are back from their delay faster than the crawl can take them (as in
+    a broad crawl short of CPU); a fifth host's only page arrives later. It must be served about as soon
+    as the hosts ready before it, not after the old queues run dry."""
+    scheduler = DefaultScheduler()
+    await scheduler.open(Site(), Settings(download_delay=0.05, concurrency_per_domain=1), lambda: None)
+    try:
+        await scheduler.enqueue([Request(f"http://big{i}.example/{n}") for n in range(30) for i in range(4)])
+        order: list[str] = []
+        deadline = time.monotonic() + 5
+        while "http://late.example/only" not in order and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)  # the crawl takes one page per tick: 50 a second, the hosts offer 80
+            if len(order) == 10:
+                await scheduler.enqueue([Request("http://late.example/only")])
+            request = await scheduler.next_request()
+            if request is not None:
+                order.append(request.url)
+                await scheduler.release(request)
+        assert "http://late.example/only" in order
+        assert order.index("http://late.example/only") <= 10 + 4, order  # behind the four ready before it at most
+    finally:
+        await scheduler.close()

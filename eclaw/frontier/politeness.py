@@ -42,7 +42,7 @@ class Pacing(Protocol):
 class HostSlot:
     """One host: its queued requests (in memory, and how many on disk), downloads in flight, next start."""
 
-    __slots__ = ("active", "disk", "disk_key", "heap", "host", "not_before", "queued", "timer", "unsent")
+    __slots__ = ("active", "disk", "disk_key", "heap", "host", "not_before", "queued", "ready_at", "timer", "unsent")
 
     def __init__(self, host: str, not_before: float = 0.0) -> None:
         self.host = host
@@ -53,6 +53,7 @@ class HostSlot:
         self.disk = 0  # requests of the host waiting on disk ...
         self.disk_key = NO_KEY  # ... and the (-priority, seq) of the first of them
         self.queued: tuple[int, int] | None = None  # the order key it waits under in the frontier's ready heap
+        self.ready_at = 0  # the frontier's count when its delay last ran out (0: none since its last request)
         self.timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
@@ -71,6 +72,13 @@ class HostSlot:
         if self.disk and self.disk_key < (prio, seq):
             return self.disk_key
         return prio, seq
+
+    def order(self) -> tuple[int, int]:
+        """Its key in the ready heap: its next request's, but never before the moment its delay ran out.
+        First ready, first served: a host back from its delay waits behind those ready before it, so
+        hosts with long queues of old requests cannot starve one whose only request came later."""
+        prio, seq = self.head()
+        return (prio, seq) if seq > self.ready_at else (prio, self.ready_at)
 
     def next_on_disk(self) -> bool:
         """Its next request waits on disk: bring some back before handing it out."""

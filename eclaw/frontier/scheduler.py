@@ -203,7 +203,7 @@ class DefaultScheduler:
         """Put ``slot`` in the ready heap if it can start a download now (else time it); one waiting there
         already moves up if a request that comes before its head arrived (its old entry goes stale)."""
         if slot.queued:
-            key = slot.head()
+            key = slot.order()
             if key < slot.queued:
                 heapq.heappush(self._ready, (key[0], key[1], next(self._seq), slot))
                 slot.queued = key
@@ -218,12 +218,13 @@ class DefaultScheduler:
             if wait > 0:
                 slot.timer = loop.call_later(wait, self._delay_elapsed, slot)
                 return
-        key = slot.head()
+        key = slot.order()
         heapq.heappush(self._ready, (key[0], key[1], next(self._seq), slot))  # never compares two slots
         slot.queued = key
 
     def _delay_elapsed(self, slot: HostSlot) -> None:
         slot.timer = None
+        slot.ready_at = next(self._seq)  # ready from now: behind the requests that arrived before
         self._offer(slot)
         self._wake()
 
@@ -246,6 +247,7 @@ class DefaultScheduler:
 
     def _hand_out(self, slot: HostSlot) -> Request:
         _, _, request = heapq.heappop(slot.heap)
+        slot.ready_at = 0
         self._pending -= 1
         self._in_memory -= 1
         self._active += 1
