@@ -60,10 +60,7 @@ def loads(text: str, spider: Spider) -> Request:
     callbacks = {}
     for name in ("callback", "errback"):
         if name in record:
-            method = getattr(spider, record[name], None)
-            if not callable(method):
-                raise _missing(url, name, record[name], spider)
-            callbacks[name] = method
+            callbacks[name] = _spider_method(spider, record[name], name, url)
     body = base64.b64decode(record["body"]) if "body" in record else b""
     request = Request(
         url,
@@ -109,12 +106,7 @@ def from_line(line: bytes, spider: Spider) -> Request:
     if text.startswith("{"):
         return loads(text, spider)
     url, name, depth, referer = text.split("\t")
-    callback = None
-    if name:
-        callback = getattr(spider, name, None)
-        if not callable(callback):
-            raise _missing(url, "callback", name, spider)
-    request = plain_request(url, callback)
+    request = plain_request(url, _spider_method(spider, name, "callback", url) if name else None)
     request.depth = int(depth)
     request.referer = referer or None
     return request
@@ -125,8 +117,14 @@ def _one_field(text: str) -> bool:
     return "\t" not in text and "\n" not in text and "\r" not in text
 
 
-def _missing(url: str, kind: str, name: str, spider: Spider) -> ConfigError:
-    return ConfigError(f"a saved request for {url} needs {kind} {name!r}, which spider {spider.name!r} does not have")
+def _spider_method(spider: Spider, name: str, kind: str, url: str) -> Any:
+    """The spider's method ``name``, the ``kind`` (callback, errback) of a saved request for ``url``."""
+    method = getattr(spider, name, None)
+    if not callable(method):
+        raise ConfigError(
+            f"a saved request for {url} needs {kind} {name!r}, which spider {spider.name!r} does not have"
+        )
+    return method
 
 
 def _method_name(func: Any, spider: Spider, kind: str) -> str:
