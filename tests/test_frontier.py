@@ -85,6 +85,9 @@ def test_links_between_processes_are_lines_plain_ones_without_json() -> None:
         for name in ("url", "method", "body", "meta", "priority", "depth", "dont_filter", "referer", "callback"):
             assert getattr(back, name) == getattr(request, name), (request, name)
         assert back._id == 0 and back.errback is None and back.cb_kwargs == {}
+    link._id = 42  # its row in a saved crawl's state: kept, as a fifth field
+    assert to_line(link, spider).endswith(b"\tparse_item\t3\thttp://shop.test/list?page=2\t42\n")
+    assert from_line(to_line(link, spider)[:-1], spider)._id == 42
     with pytest.raises(NotSerialisable, match="is not a method of the spider"):
         to_line(Request("http://shop.test/", lambda r: None), spider)
 
@@ -110,7 +113,9 @@ async def test_spilled_requests_come_back_in_order() -> None:
     scheduler = DefaultScheduler()
     await scheduler.open(spider, Settings(frontier_memory=10, concurrency=1), lambda: None)
     try:
-        batch = [Request(f"http://shop.test/{n}") for n in range(100)]
+        batch = [Request(f"http://shop.test/{n}", spider.parse_item, depth=n % 3) for n in range(100)]
+        for n, request in enumerate(batch):
+            request._id, request.referer = 1000 + n, f"http://shop.test/list?p={n}"  # as with --state
         urgent = Request("http://shop.test/urgent", priority=5)
         odd = Request("http://shop.test/lambda", lambda r: None)  # cannot be stored: stays in memory
         assert await scheduler.enqueue([*batch, urgent, odd]) == [None] * 102
@@ -121,6 +126,10 @@ async def test_spilled_requests_come_back_in_order() -> None:
     urls = [r.url for r in out]
     assert urls[0] == "http://shop.test/urgent"
     assert [u for u in urls if u.rsplit("/", 1)[1].isdigit()] == [r.url for r in batch]  # first in, first out
+    back = [r for r in out if r.url.rsplit("/", 1)[1].isdigit()]
+    for request, again in zip(batch, back, strict=True):  # what a request carries comes back from the disk
+        assert (again._id, again.depth, again.referer) == (request._id, request.depth, request.referer)
+        assert again.callback == spider.parse_item
     assert len(urls) == 102 and scheduler._spill.spilled == 90
 
 

@@ -31,7 +31,7 @@ from eclaw.cluster.wakeups import Wakeups
 from eclaw.exceptions import ConfigError, EclawError, NotSerialisable, RedisLost
 from eclaw.frontier.base import check_request, fingerprint, host_overrides
 from eclaw.frontier.dupefilter import RecentSet, recent_key
-from eclaw.frontier.serial import dumps, loads
+from eclaw.frontier.serial import from_text, to_text
 from eclaw.http import Request
 from eclaw.http.urls import redact_url, url_host
 
@@ -265,7 +265,7 @@ class RedisScheduler:
             reason = check_request(request, self._settings, self._allowed)
             if reason is None:
                 try:
-                    record = dumps(request, self._spider)
+                    record = to_text(request, self._spider)
                 except NotSerialisable as exc:
                     logger.error("%s: it cannot wait in Redis", exc)
                     reason = "not serialisable"
@@ -344,7 +344,7 @@ class RedisScheduler:
             return []
         leased = []
         for request_id, record in zip(popped[1::2], popped[2::2], strict=True):
-            request = loads(record, self._spider)
+            request = from_text(record, self._spider)
             request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
             leased.append(request)
         return leased

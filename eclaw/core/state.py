@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from eclaw.contracts import Resumable
 from eclaw.exceptions import ConfigError, NotSerialisable
-from eclaw.frontier.serial import dumps, loads
+from eclaw.frontier.serial import from_text, to_text
 from eclaw.storage.sqlite import SqliteWriter
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class CrawlState:
             requests = []
             for row_id, record in rows:
                 try:
-                    request = loads(record, self._spider)
+                    request = from_text(record, self._spider)
                 except (ValueError, KeyError, TypeError) as exc:
                     raise self._corrupt(f"request {row_id}: {exc}") from None
                 request._id = row_id
@@ -295,7 +295,7 @@ class CrawlState:
         rows = []
         for row_id, request in self._dirty.items():
             try:
-                rows.append((row_id, dumps(request, self._spider)))
+                rows.append((row_id, to_text(request, self._spider)))
             except NotSerialisable as exc:
                 if not self.unsaved:
                     logger.warning("%s; such requests are not resumed after a crash", exc)

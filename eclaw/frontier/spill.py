@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eclaw.exceptions import NotSerialisable
-from eclaw.frontier.serial import dumps, loads
+from eclaw.frontier.serial import from_text, to_text
 
 if TYPE_CHECKING:
     from eclaw.http import Request
@@ -27,9 +27,10 @@ class SpillQueue:
     The caller numbers the requests (their place in the whole frontier's first-in first-out
     order) and keeps, per host, how many wait here and which comes first; the file only needs an
     index by host. It lives in a private temporary directory, removed on ``close``; nothing is
-    synced to disk (it is a memory overflow, not a record). Requests that cannot be written as JSON
-    stay with the caller. Rows are written ``BATCH`` at a time (and before a read of a host among them);
-    rows read back are deleted ``BATCH`` at a time too, skipped by reads until then.
+    synced to disk (it is a memory overflow, not a record). Each request is a line of
+    :func:`~eclaw.frontier.serial.to_text`; those that cannot be written stay with the caller. Rows
+    are written ``BATCH`` at a time (and before a read of a host among them); rows read back are
+    deleted ``BATCH`` at a time too, skipped by reads until then.
     """
 
     BATCH = 512
@@ -71,7 +72,7 @@ class SpillQueue:
         for row in rows:
             seq, host, request = row
             try:
-                pending.append((seq, host, request.priority, dumps(request, self._spider)))
+                pending.append((seq, host, request.priority, to_text(request, self._spider)))
             except NotSerialisable:
                 kept.append(row)
             else:
@@ -113,7 +114,7 @@ class SpillQueue:
         self._taken_count += len(rows)
         self._count -= len(rows)
         self.taken += 1
-        return [(seq, loads(record, self._spider)) for seq, _, record in rows], following
+        return [(seq, from_text(record, self._spider)) for seq, _, record in rows], following
 
     def close(self) -> None:
         if self._db is not None:

@@ -18,6 +18,7 @@ from eclaw import ConfigError, Engine, Request, Response, Spider
 from eclaw.core.state import CrawlState
 from eclaw.events import ItemStored
 from eclaw.frontier.dupefilter import BloomDupeFilter, SetDupeFilter
+from eclaw.frontier.serial import dumps, from_text
 from eclaw.testing import serve
 from tests.conftest import assert_accounted
 from tests.state.site import PAGES, StateSpider, expected, make_app
@@ -61,6 +62,34 @@ async def test_pause_and_resume_in_process_json_and_csv_outputs_stay_whole(tmp_p
         lines = file.read().splitlines()
     assert lines[0] == "page,title,origin" and lines.count("page,title,origin") == 1
     assert sorted(int(row["page"]) for row in csv.DictReader(lines)) == sorted(parsed)
+
+
+async def test_a_state_saved_with_json_records_resumes_and_a_cut_record_is_a_clear_error(tmp_path: Path) -> None:
+    """Saved requests are lines (a plain link as tab-separated fields); a state directory of the
+    previous version, every request a JSON record, resumes as well."""
+    parsed, _ = expected()
+    spider = StateSpider()
+    async with serve(make_app(delay=0.005)) as base:
+        await crawl_until(tmp_path, base, 150, "items.jsonl")
+        with closing(sqlite3.connect(tmp_path / "state" / "state.sqlite")) as db, db:
+            rows = db.execute("SELECT id, record FROM requests").fetchall()
+            plain = [(row_id, record) for row_id, record in rows if not record.startswith("{")]
+            assert plain and all(record.split("\t")[-1] == str(row_id) for row_id, record in plain)
+            old = [(dumps(from_text(record, spider), spider), row_id) for row_id, record in rows]
+            db.executemany("UPDATE requests SET record = ? WHERE id = ?", old)
+        last = await crawl_until(tmp_path, base, None, "items.jsonl")
+    assert last.finish_reason == "finished" and last.requests_parsed == len(parsed)
+    assert_accounted(last)
+    pages = [json.loads(line)["page"] for line in (tmp_path / "items.jsonl").read_text().splitlines()]
+    assert sorted(pages) == sorted(parsed)
+
+    (tmp_path / "cut").mkdir()
+    async with serve(make_app(delay=0.005)) as base:
+        await crawl_until(tmp_path / "cut", base, 50, "items.jsonl")
+        with closing(sqlite3.connect(tmp_path / "cut" / "state" / "state.sqlite")) as db, db:
+            db.execute("UPDATE requests SET record = 'http://127.0.0.1/cut' WHERE id = (SELECT max(id) FROM requests)")
+        with pytest.raises(ConfigError, match=r"state dir .* is corrupt \(request \d+: .*\); remove it"):
+            await engine(tmp_path / "cut", "items.jsonl").crawl(StateSpider, base_url=base)
 
 
 async def test_a_finished_crawl_says_so_and_does_nothing(tmp_path: Path) -> None:
