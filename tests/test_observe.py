@@ -15,9 +15,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from lxml import html as lxml_html
 
-from eclaw import Engine, Response, Spider
+from eclaw import ConfigError, Engine, Response, Spider
 from eclaw.middlewares import Retry
 from eclaw.observe.progress import Progress, progress_line
 from eclaw.observe.report import lifecycle, read_trace, render_report
@@ -128,7 +129,13 @@ async def test_metrics_endpoint_is_scraped_during_a_crawl(tmp_path: Path) -> Non
     text = during.decode()
     assert 'eclaw_responses_total{status="200"}' in text
     assert "eclaw_in_flight 3.0" in text  # the three stalled downloads
-    assert "eclaw_download_seconds_bucket" in text and "eclaw_event_loop_lag_seconds" in text
+    assert "eclaw_event_loop_lag_seconds" in text
+    # one download ended (the page that did not stall), in well under the 0.4 s before the scrape
+    assert "eclaw_download_seconds_count 1.0" in text and 'eclaw_download_seconds_bucket{le="+Inf"} 1.0' in text
+    assert (
+        'eclaw_download_seconds_bucket{le="0.25"} 1.0' in text
+        and float(text.split("eclaw_download_seconds_sum ")[1].split()[0]) < 0.25
+    )
     try:
         await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1))
         raise AssertionError("the metrics server outlived its crawl")
@@ -175,3 +182,15 @@ def test_live_progress_on_a_terminal(tmp_path: Path) -> None:
         process.wait(30)
         os.close(main)
         assert (b"eclaw: slow" in output and b"queued / in flight" in output) is expected
+
+
+async def test_a_metrics_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        engine = Engine(overrides={"metrics_port": port, "failures": ""})
+        with pytest.raises(ConfigError, match=rf"^cannot serve metrics on port {port}: .*in use"):
+            async with engine:
+                await engine.crawl(Titles, start_urls=["http://127.0.0.1:1/"])
+
