@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 from lxml import html as lxml_html
 
-from eclaw import ConfigError, Engine, Response, Spider
+from eclaw import ConfigError, Engine, Request, Response, Spider
+from eclaw.events import ResponseDownloaded
 from eclaw.middlewares import Retry
 from eclaw.observe.progress import Progress, progress_line
 from eclaw.observe.report import lifecycle, read_trace, render_report
+from eclaw.observe.trace import Tracer
 from eclaw.stats import Stats
 from eclaw.testing import serve
 from tests.conftest import assert_accounted
@@ -194,3 +196,19 @@ async def test_a_metrics_port_in_use_is_a_clear_error() -> None:
             async with engine:
                 await engine.crawl(Titles, start_urls=["http://127.0.0.1:1/"])
 
+
+async def test_the_trace_holds_few_response_bodies_before_writing_their_lines(tmp_path: Path) -> None:
+    """Lines are formatted a batch at a time; pending events hold their responses, so a few large
+    pages write the batch at once rather than wait for 64 events."""
+    tracer = Tracer(str(tmp_path / "trace.jsonl"))
+    await tracer.open(None)  # type: ignore[arg-type]
+    request = Request("http://big.test/a.pdf")
+    small = Response("http://big.test/a.pdf", status=200, body=b"%PDF-1.4 <html>", request=request)
+    tracer.record(ResponseDownloaded(request=request, response=small))
+    assert len(tracer._pending) == 1  # waits for its batch
+    large = Response("http://big.test/a.pdf", status=200, body=b"\0" * Tracer.HELD, request=request)
+    tracer.record(ResponseDownloaded(request=request, response=large))
+    assert tracer._pending == []  # written at once: the large body is not held
+    await tracer.close()
+    records = read_trace(tmp_path / "trace.jsonl")
+    assert [r["bytes"] for r in records] == [15, Tracer.HELD]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -59,13 +60,18 @@ class Tracer:
     formatted by hand (a download, an item: several per page); the rest with ``json``.
     """
 
+    BATCH = 64  # events whose lines are formatted and written together ...
+    HELD = 8 << 20  # ... or fewer, once the bodies of the responses they hold reach this many bytes
+
     def __init__(self, path: str) -> None:
         self.path = path
         self._file: TextIO | None = None
-        self._write: Callable[[str], Any] = lambda text: None
         self._start = time.monotonic()
+        self._pending: list[tuple[float, Callable[[Any, str], str], Any]] = []  # (clock, formatter, event)
+        self._held = 0  # bytes of the bodies of the responses downloaded in the pending events
         self._parsing: dict[int, int] = {}  # request id of a page whose callback runs -> its duplicate links
-        self._formats: dict[type[Event], Callable[[Any, float], str]] = {
+        self._types: dict[type, str] = {}  # item class -> its item_type as a JSON string
+        self._formats: dict[type[Event], Callable[[Any, str], str]] = {
             RequestScheduled: self._scheduled,
             ResponseDownloaded: self._downloaded,
             ResponseParsed: self._parsed,
@@ -85,69 +91,100 @@ class Tracer:
             self._file = open(self.path, "w", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115, ASYNC230 - once
         except OSError as exc:
             raise ConfigError(f"cannot write the trace {self.path}: {exc.strerror}") from None
-        self._write = self._file.write
         self._start = time.monotonic()
 
     async def close(self) -> None:
         if self._file is not None:
+            self._flush()
             self._file.close()
             self._file = None
-            self._write = lambda text: None
+
+    # Events are kept with the time they came, and their lines formatted a batch at a time:
+    # formatting each line as its event comes, between a crawl's downloads and parses, cost the
+    # crawl twice as much (``make bench-costs``).
 
     def record(self, event: Event) -> None:
-        """The subscriber: one line for ``event``."""
-        t = time.monotonic() - self._start
-        form = self._formats.get(type(event))
-        self._write(form(event, t) if form is not None else self._generic(event, t))
+        """The subscriber: ``event`` and its time, for the next batch of lines."""
+        self._pending.append((_monotonic(), self._formats.get(type(event)) or self._generic, event))
+        if type(event) is ResponseDownloaded:
+            self._held += len(event.response.body)
+            if self._held >= self.HELD:
+                self._flush()
+        if len(self._pending) >= self.BATCH:
+            self._flush()
 
     def generated(self, requests: Sequence[Request], parent: Response | None) -> None:
         """New requests: a line each for those from no page (a page's links show when scheduled or dropped)."""
         if parent is None:
-            t = time.monotonic() - self._start
-            self._write("".join(_request_line(t, "RequestGenerated", request) for request in requests))
+            self._pending.append((_monotonic(), self._generated, requests))
 
     def dropped(self, drops: Sequence[tuple[Request, str]], parent: Response | None) -> None:
         """Requests dropped: a line each, except a parsed page's links seen already (counted for the page)."""
-        t = time.monotonic() - self._start
         page = parent.request._id if parent is not None else None
-        if page in self._parsing:
-            duplicates = [reason for _, reason in drops].count("duplicate")  # most of a page's drops
-            self._parsing[page] += duplicates
-            if duplicates < len(drops):
-                self._write("".join(_drop_line(t, r, why) for r, why in drops if why != "duplicate"))
-        else:
-            self._write("".join(_drop_line(t, request, reason) for request, reason in drops))
+        self._pending.append((_monotonic(), self._dropped, (page, drops)))
+
+    def _flush(self) -> None:
+        """Write the pending lines, in order. ``t`` is formatted again only once the clock moved by
+        the 0.1 ms it shows (formatting a float costs more than the rest of a line)."""
+        pending, self._pending, self._held = self._pending, [], 0
+        if self._file is None:
+            return
+        lines, start, tick, t = [], self._start, 0.0, ""
+        for clock, form, what in pending:
+            if clock >= tick:
+                tick, t = clock + 0.0001, f"{clock - start:.4f}"
+            lines.append(form(what, t))
+        self._file.write("".join(lines))
 
     @staticmethod
-    def _scheduled(event: RequestScheduled, t: float) -> str:
+    def _generated(requests: Sequence[Request], t: str) -> str:
+        return "".join(_request_line(t, "RequestGenerated", request) for request in requests)
+
+    @staticmethod
+    def _scheduled(event: RequestScheduled, t: str) -> str:
         return _request_line(t, "RequestScheduled", event.request)
 
-    def _downloaded(self, event: ResponseDownloaded, t: float) -> str:
+    def _dropped(self, fields: tuple[int | None, Sequence[tuple[Request, str]]], t: str) -> str:
+        page, drops = fields
+        if page in self._parsing:
+            written = [drop for drop in drops if drop[1] != "duplicate"]  # most of a page's drops: counted
+            self._parsing[page] += len(drops) - len(written)
+            drops = written
+        head = f'{{"t":{t},"event":"RequestDropped","id":'
+        return "".join(
+            f'{head}{request._id},"url":{_quoted(request.url)},"reason":{_reason(reason)}}}\n'
+            for request, reason in drops
+        )
+
+    def _downloaded(self, event: ResponseDownloaded, t: str) -> str:
         response = event.response
         self._parsing[response.request._id] = 0  # its callback runs next: its duplicate links are counted
         meta = response.request._meta
         rung = meta.get("rung") if meta else None  # the fetcher the escalation ladder chose
         return (
-            f'{{"t":{t:.4f},"event":"ResponseDownloaded","id":{response.request._id},"url":{_quoted(response.url)},'
+            f'{{"t":{t},"event":"ResponseDownloaded","id":{response.request._id},"url":{_quoted(response.url)},'
             f'"status":{response.status},"bytes":{len(response.body)}'
             + (f',"fetcher":{_dumps(rung)}}}\n' if rung else "}\n")
         )
 
-    def _parsed(self, event: ResponseParsed, t: float) -> str:
+    def _parsed(self, event: ResponseParsed, t: str) -> str:
         ident = event.request._id
         return (
-            f'{{"t":{t:.4f},"event":"ResponseParsed","id":{ident},"url":{_quoted(event.response.url)},'
+            f'{{"t":{t},"event":"ResponseParsed","id":{ident},"url":{_quoted(event.response.url)},'
             f'"items":{event.items},"requests":{event.requests},"duplicates":{self._parsing.pop(ident, 0)}}}\n'
         )
 
-    @staticmethod
-    def _item(event: ItemParsed | ItemStored, t: float) -> str:
-        response = event.response
+    def _item(self, event: ItemParsed | ItemStored, t: str) -> str:
+        item, response = event.item, event.response
+        kind = self._types.get(type(item))
+        if kind is None:  # the item's type (item_type), as a JSON string: one per class
+            kind = self._types[type(item)] = _dumps(item_type(item))
         where = f',"id":{response.request._id},"url":{_quoted(response.url)}' if response is not None else ""
-        return f'{{"t":{t:.4f},"event":"{type(event).__name__}"{where},"type":{_dumps(item_type(event.item))}}}\n'
+        name = "ItemParsed" if type(event) is ItemParsed else "ItemStored"
+        return f'{{"t":{t},"event":"{name}"{where},"type":{kind}}}\n'
 
-    def _generic(self, event: Event, t: float) -> str:
-        record: dict[str, Any] = {"t": round(t, 4), "event": type(event).__name__}
+    def _generic(self, event: Event, t: str) -> str:
+        record: dict[str, Any] = {"t": float(t), "event": type(event).__name__}
         if isinstance(event, RequestEvent):  # the fetched URL: no fragment
             record |= {"id": event.request._id, "url": event.request.url.partition("#")[0]}
         elif isinstance(event, ItemEvent) and event.response is not None:
@@ -167,17 +204,17 @@ class Tracer:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
+_monotonic = time.monotonic
 
 
-def _request_line(t: float, event: str, request: Request) -> str:
-    return f'{{"t":{t:.4f},"event":"{event}","id":{request._id},"url":{_quoted(request.url)}}}\n'
+def _request_line(t: str, event: str, request: Request) -> str:
+    return f'{{"t":{t},"event":"{event}","id":{request._id},"url":{_quoted(request.url)}}}\n'
 
 
-def _drop_line(t: float, request: Request, reason: str) -> str:
-    return (
-        f'{{"t":{t:.4f},"event":"RequestDropped","id":{request._id},"url":{_quoted(request.url)},'
-        f'"reason":{_dumps(reason)}}}\n'
-    )
+@functools.lru_cache(maxsize=64)
+def _reason(reason: str) -> str:
+    """A drop's reason as a JSON string (a few reasons, written over and over)."""
+    return _dumps(reason)
 
 
 def _quoted(url: str) -> str:
