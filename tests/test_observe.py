@@ -19,7 +19,7 @@ import pytest
 from lxml import html as lxml_html
 
 from eclaw import ConfigError, Engine, Request, Response, Spider
-from eclaw.events import ResponseDownloaded
+from eclaw.events import FetcherChanged, RequestScheduled, ResponseDownloaded
 from eclaw.middlewares import Retry
 from eclaw.observe.progress import Progress, progress_line
 from eclaw.observe.report import lifecycle, read_trace, render_report
@@ -212,3 +212,15 @@ async def test_the_trace_holds_few_response_bodies_before_writing_their_lines(tm
     await tracer.close()
     records = read_trace(tmp_path / "trace.jsonl")
     assert [r["bytes"] for r in records] == [15, Tracer.HELD]
+
+
+async def test_a_line_the_trace_cannot_format_loses_that_line_only(tmp_path: Path) -> None:
+    tracer = Tracer(str(tmp_path / "trace.jsonl"))
+    await tracer.open(None)  # type: ignore[arg-type]
+    request = Request("http://odd.test/")
+    tracer.record(RequestScheduled(request=request))
+    tracer.record(FetcherChanged(host="odd.test", previous="plain", fetcher=object(), reason="test"))  # type: ignore[arg-type]
+    tracer.record(RequestScheduled(request=request))
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        await tracer.close()
+    assert [r["event"] for r in read_trace(tmp_path / "trace.jsonl")] == ["RequestScheduled", "RequestScheduled"]

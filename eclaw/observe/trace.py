@@ -95,9 +95,11 @@ class Tracer:
 
     async def close(self) -> None:
         if self._file is not None:
-            self._flush()
-            self._file.close()
-            self._file = None
+            try:
+                self._flush()
+            finally:
+                self._file.close()
+                self._file = None
 
     # Events are kept with the time they came, and their lines formatted a batch at a time:
     # formatting each line as its event comes, between a crawl's downloads and parses, cost the
@@ -130,11 +132,17 @@ class Tracer:
         if self._file is None:
             return
         lines, start, tick, t = [], self._start, 0.0, ""
+        failed: Exception | None = None
         for clock, form, what in pending:
             if clock >= tick:
                 tick, t = clock + 0.0001, f"{clock - start:.4f}"
-            lines.append(form(what, t))
+            try:
+                lines.append(form(what, t))
+            except Exception as exc:  # that event's line is lost, not the batch's
+                failed = failed or exc
         self._file.write("".join(lines))
+        if failed is not None:
+            raise failed  # to the subscriber's caller: logged and counted as a handler's error
 
     @staticmethod
     def _generated(requests: Sequence[Request], t: str) -> str:
