@@ -3,7 +3,7 @@
 Keys (``P`` is ``eclaw:<spider>:``)::
 
     P queue            zset  request id -> score (-priority * 1e13 + id: priority first, then FIFO)
-    P requests         hash  request id -> JSON record (queued and leased requests)
+    P requests         hash  request id -> its record (serial.to_text: a line) of a queued or leased request
     P seq              int   the last request id
     P bloom / P seen   Bloom filter bits (a string) / a plain set of fingerprints
     P workers          zset  worker -> heartbeat deadline (ms)

@@ -8,8 +8,8 @@ One SQLite file in WAL mode per state directory::
 and the dupe filter in a file of its own (``dupefilter-N.bin``, named in ``meta``).
 
 A checkpoint is one transaction holding the requests accepted (or changed) since
-the previous one, as JSON records (:mod:`eclaw.serial`: no pickle, callbacks by
-name), the ids of those finished since, the dupe filter, the stats and the
+the previous one, as lines of text (:func:`eclaw.frontier.serial.to_text`: no
+pickle, callbacks by name), the ids of those finished since, the dupe filter, the stats and the
 committed length of every output. The crawl takes it at a barrier (no callback
 running, no item in the pipelines), so the outputs hold exactly the items of
 the finished requests: a resumed crawl cuts its outputs back to those lengths
