@@ -100,9 +100,10 @@ bench-broad: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.broad $(BENCH_ARGS)
 
-## bench-costs: what --trace + --metrics-port, --state and the SQLite store cost, side by side with a plain crawl
+## bench-costs: what --trace and --metrics-port (together and each alone), --state and the SQLite store cost, side by side with a plain crawl
 bench-costs: $(STAMP)
-	$(BIN)/python -m bench.run --contenders eclaw,eclaw-observed,eclaw-state,eclaw-nostore --scaling '' --no-micro \
+	$(BIN)/python -m bench.run --contenders eclaw,eclaw-observed,eclaw-traced,eclaw-metrics,eclaw-state,eclaw-nostore \
+	  --scaling '' --no-micro \
 	  --pages 10000 --repeats 5 --out bench/results/costs.json $(COSTS_ARGS)
 
 ## bench-ladder: CPU of the escalation ladder where 5 % of 1,000 pages need the browser, against routing them by hand
