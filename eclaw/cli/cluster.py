@@ -9,7 +9,8 @@ from typing import Any
 
 from eclaw.cli.common import pairs, setup_logging
 from eclaw.cli.crawl import crawl_with_signals
-from eclaw.cluster.frontier import RedisScheduler, connect
+from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.link import connect
 from eclaw.cluster.seed import seed
 from eclaw.cluster.sink import cluster_status, export_items, merged_stats
 from eclaw.engine import Engine

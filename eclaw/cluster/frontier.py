@@ -8,7 +8,7 @@ others after ``lease_timeout``. A request's lease is dropped only once the
 request is finished and its items are stored, so a worker killed at any moment
 loses nothing. Per-host politeness (``concurrency_per_domain``, the host's
 delay) holds for the whole cluster: a download needs one of the host's slots,
-kept in Redis. See :mod:`eclaw.redis_lua` for the keys.
+kept in Redis. See :mod:`eclaw.cluster.lua` for the keys.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from eclaw.cluster import lua as redis_lua
-from eclaw.cluster.pipeline import Pipeliner, pack_in_c
+from eclaw.cluster.link import RedisLink, ScriptCall
 from eclaw.cluster.sink import ClusterSink
 from eclaw.cluster.waits import Waits
 from eclaw.cluster.wakeups import Wakeups
-from eclaw.exceptions import ConfigError, EclawError, NotSerialisable, RedisLost
+from eclaw.exceptions import EclawError, NotSerialisable
 from eclaw.frontier.base import check_request, fingerprint, host_overrides
 from eclaw.frontier.dupefilter import RecentSet, recent_key
 from eclaw.frontier.serial import from_text, to_text
@@ -42,39 +41,12 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["RedisScheduler", "connect"]
+__all__ = ["RedisScheduler"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _LEASE_MAX = 16  # requests one LEASE takes at most (and never more than the worker's share of the queue)
-
-
-_CONNECTIONS = 64  # per client; more gain nothing against one single-threaded redis-server
-
-
-async def connect(url: str) -> Redis:
-    """A client for ``url``, checked with a PING: a one-line :class:`ConfigError` if Redis cannot be reached."""
-    try:
-        from redis.asyncio import BlockingConnectionPool, Redis
-    except ImportError:
-        raise ConfigError("scheduler_url needs the redis package: pip install 'eclaw[redis]'") from None
-    from redis.exceptions import RedisError
-
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"bad Redis URL {url!r} (use redis://HOST:PORT/DB)")
-    # a bounded pool whose callers wait for a free connection: redis-py's default pool (100 connections)
-    # raises "Too many connections" once more than 100 downloads release their slots at the same moment.
-    # The wait is bounded too: with Redis gone, a caller must fail (and the crawl pause), not wait for ever.
-    options = {"decode_responses": True, "socket_connect_timeout": 3, "socket_timeout": 10}
-    pool = BlockingConnectionPool.from_url(url, max_connections=_CONNECTIONS, timeout=10, **options)
-    pack_in_c(pool)
-    client = Redis.from_pool(pool)  # owns the pool: aclose() closes its connections
-    try:
-        await client.ping()
-    except (RedisError, OSError) as exc:
-        await client.aclose()
-        raise ConfigError(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
-    return client
+_FINISHING = 4  # x concurrency: requests downloaded and not yet done a worker may hold before it leases more
 
 
 class RedisScheduler:
@@ -91,8 +63,7 @@ class RedisScheduler:
         self.url = url
         self.seed = seed
         self.worker = worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.redis: Redis | None = None
-        self.prefix = ""
+        self.link = RedisLink(url, self.worker)
         self.counts = (0, 0, 0)  # queued, leased (every worker), seeded: refreshed by the heartbeat
         self.reclaimed = 0  # requests given back from workers presumed dead
         self._waits = Waits(self._wake_crawl)  # leased, waiting for their host
@@ -100,6 +71,8 @@ class RedisScheduler:
         # without a round trip (most links on a site are repeats)
         self._recent = RecentSet()
         self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
+        self._open = 0  # requests leased by this worker and not yet done (or given back)
+        self._asking = 0  # requests asked for by LEASEs under way
         self._holding: Counter[str] = Counter()  # host -> slots this worker holds there (or is asking for)
         self._workers = 1  # in the crawl, as the last LEASE counted them
         self._ready: deque[Request] = deque()  # holding their slot, not handed out yet
@@ -111,13 +84,22 @@ class RedisScheduler:
         self._bloom: tuple[int, int] = (0, 0)  # bits, hashes
         self._wake: Callable[[], None] = lambda: None
         self._marked_seeded = False
-        self._lost = False
-        self._unreachable: tuple[type[Exception], ...] = (OSError,)
+        self._sink = ClusterSink(self.link)
 
     shared = True  # every worker of the crawl uses this frontier
 
     def __repr__(self) -> str:
         return f"RedisScheduler({redact_url(self.url)!r}, worker={self.worker!r})"
+
+    @property
+    def redis(self) -> Redis | None:
+        """The client, once open."""
+        return self.link.redis
+
+    @property
+    def prefix(self) -> str:
+        """``eclaw:<spider>:``, the start of the crawl's keys (once open)."""
+        return self.link.prefix
 
     @property
     def seeded(self) -> bool:
@@ -131,7 +113,7 @@ class RedisScheduler:
 
     def outputs(self) -> dict[str, ItemPipeline]:
         """Items go to Redis too, once each, whichever worker stored them."""
-        return {"redis": ClusterSink(self)}
+        return {"redis": self._sink}
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -142,26 +124,16 @@ class RedisScheduler:
         self._limits, delays = host_overrides(settings)
         for host, seconds in delays.items():
             self.set_delay(host, seconds, floor=True)
-        self.prefix = f"eclaw:{spider.name}:"
-        self.redis = await connect(self.url)
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeout
-
-        self._unreachable = (RedisConnectionError, RedisTimeout, OSError)  # what ``call`` retries
-        self._scripts = {
-            name: self.redis.register_script(getattr(redis_lua, name))
-            for name in ("ENQUEUE", "LEASE", "COMPLETE", "REQUEUE", "REAP", "COUNT", "ACQUIRE", "MARK")
-        }
-        self._pipeliner = Pipeliner(self.redis, [getattr(redis_lua, name) for name in self._scripts])
+        redis = await self.link.open(f"eclaw:{spider.name}:", settings.lease_timeout)
         if settings.dupefilter == "bloom":
             n, p = settings.dupefilter_capacity, settings.dupefilter_error_rate
             bits = math.ceil(-n * math.log(p) / math.log(2) ** 2)
             wanted = f"{bits}:{max(1, round(bits / n * math.log(2)))}"
-            await self.redis.set(self.prefix + "bloom:size", wanted, nx=True)  # every worker uses the first sizing
-            size = await self.redis.get(self.prefix + "bloom:size")
+            await redis.set(self.prefix + "bloom:size", wanted, nx=True)  # every worker uses the first sizing
+            size = await redis.get(self.prefix + "bloom:size")
             bits_text, hashes = str(size or wanted).split(":")
             self._bloom = (int(bits_text), int(hashes))
-        self._wakeups = Wakeups(self.redis, self.prefix + "events", self._heard)
+        self._wakeups = Wakeups(redis, self.prefix + "events", self._heard)
         await self._wakeups.start()  # before the first count: nothing said after it is missed
         # a worker restarted under its old name (``--processes`` names them) takes back at once what
         # its previous life held: its heartbeat would otherwise keep those leases alive for ever
@@ -178,45 +150,18 @@ class RedisScheduler:
             await self._wakeups.stop()
         self._waits.clear()
         self._ready.clear()  # leased with their slots: the REAP below gives both back
+        self._open = 0
         if self.redis is not None:
             try:  # what this worker still holds goes back to the queue at once
                 await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
             except EclawError as exc:
                 logger.warning("could not hand back this worker's requests (%s): others take them later", exc)
-            await self.redis.aclose()
-            self.redis = None
+            await self.link.close()
 
     # -- Redis calls, retried while Redis is away ---------------------------------------
 
     async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return (await self.call(lambda: self._pipeliner.send([self._evalsha(script, keys, args)])))[0]
-
-    def _evalsha(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
-        return ("EVALSHA", self._scripts[script].sha, len(keys), *[self.prefix + k for k in keys], *args)
-
-    async def command(self, *args: Any) -> Any:
-        """One Redis command (``"HSETNX", key, field, value``), sent with the others of this turn of the loop."""
-        return (await self._pipeliner.send([args]))[0]
-
-    async def call(self, make: Callable[[], Awaitable[T]]) -> T:
-        """``await make()``, retried with backoff for up to ``lease_timeout`` while Redis cannot be reached."""
-        loop = asyncio.get_running_loop()
-        give_up, wait = loop.time() + (0 if self._lost else self._settings.lease_timeout), 0.1
-        while True:
-            try:
-                result = await make()
-                self._lost = False
-                return result
-            except self._unreachable as exc:
-                if loop.time() + wait > give_up:
-                    self._lost = True  # later calls fail at once: the crawl is pausing
-                    raise RedisLost(
-                        f"Redis at {redact_url(self.url)} lost ({exc}): crawl paused; its frontier is kept in Redis,"
-                        " start the workers again once Redis is back"
-                    ) from None
-                logger.warning("Redis unreachable (%s): retrying in %.1fs", exc, wait)
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, 2.0)
+        return await self.link.run(script, keys, args)
 
     async def _heartbeat(self) -> None:
         deadline_ms = int(self._settings.lease_timeout * 1000)
@@ -275,6 +220,7 @@ class RedisScheduler:
             if request._id < 0:  # leased by this worker (a retry): back to the queue, with its new retry count
                 names = ["leases:" + self.worker, "queue", "requests", "events"]
                 calls.append((index, "REQUEUE", names, [-request._id, record, request.priority]))
+                self._closed_lease()
                 continue
             mode, marks = self._marks(request)
             names = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq", "events"]
@@ -282,7 +228,7 @@ class RedisScheduler:
             if key is not None:
                 sent[index] = key
         if calls:
-            results = await self.call(lambda: self._pipelined(calls))
+            results = await self.link.call(lambda: self._pipelined(calls))
             for (index, script, _, _), result in zip(calls, results, strict=True):
                 if script == "ENQUEUE" and not result:
                     reasons[index] = "duplicate"
@@ -291,7 +237,7 @@ class RedisScheduler:
             queued = sum(1 for result in results if result)
             self.counts = (self.counts[0] + queued, *self.counts[1:])
         if self.seed and not self._marked_seeded:
-            await self.call(lambda: self.redis.set(self.prefix + "seeded", "1"))  # type: ignore[union-attr]
+            await self.link.call(lambda: self.link.command("SET", self.prefix + "seeded", "1"))
             self._marked_seeded = True
         return reasons
 
@@ -301,12 +247,12 @@ class RedisScheduler:
         for index, request in enumerate(requests):
             mode, marks = self._marks(request)
             calls.append((index, "MARK", ["seen" if mode == "set" else "bloom"], [mode, len(marks), *marks]))
-        results = await self.call(lambda: self._pipelined(calls)) if calls else []
+        results = await self.link.call(lambda: self._pipelined(calls)) if calls else []
         return [bool(result) for result in results]
 
     def _pipelined(self, calls: list[tuple[int, str, list[str], list[Any]]]) -> Awaitable[list[Any]]:
-        """The scripts, sent with the other calls of this turn of the loop (by hash, loaded if Redis forgot them)."""
-        return self._pipeliner.send([self._evalsha(script, keys, args) for _, script, keys, args in calls])
+        scripts: list[ScriptCall] = [(script, keys, args) for _, script, keys, args in calls]
+        return self.link.scripts(scripts)
 
     def _marks(self, request: Request) -> tuple[str, list[Any]]:
         if request.dont_filter:
@@ -321,17 +267,24 @@ class RedisScheduler:
     async def next_request(self) -> Request | None:
         settings = self._settings
         loop = asyncio.get_running_loop()
-        while not self._ready and len(self._held) < settings.concurrency:
+        while not self._ready and len(self._held) < settings.concurrency and not self._finishing_full():
             request = self._waits.ready(loop.time())
             if request is not None:
-                batch = [request]
-            else:
-                if len(self._waits) >= settings.concurrency or not self.counts[0]:
-                    return None
-                batch = await self._lease(min(_LEASE_MAX, settings.concurrency - len(self._held)))
+                await self._acquire([request])
+                continue
+            # the pumps lease at the same time (their LEASEs share a pipeline): each counts what the others asked for
+            room = settings.concurrency - len(self._held) - self._asking
+            if room <= 0 or len(self._waits) >= settings.concurrency or not self.counts[0]:
+                return None
+            count = min(_LEASE_MAX, room)
+            self._asking += count
+            try:
+                batch = await self._lease(count)
                 if not batch:
                     return None
-            await self._acquire(batch)
+                await self._acquire(batch)
+            finally:
+                self._asking -= count  # now held (or waiting for their host)
         return self._ready.popleft() if self._ready else None
 
     async def _lease(self, count: int) -> list[Request]:
@@ -343,6 +296,7 @@ class RedisScheduler:
             self.counts = (0, int(popped[1]), self.counts[2])
             return []
         leased = []
+        self._open += len(popped) // 2
         for request_id, record in zip(popped[1::2], popped[2::2], strict=True):
             request = from_text(record, self._spider)
             request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
@@ -371,7 +325,7 @@ class RedisScheduler:
             calls.append((len(asking), "ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args))
             asking.append(request)
             self._holding[host] += 1  # counted as held while asked: one batch cannot take more than the share
-        waits = await self.call(lambda: self._pipelined(calls)) if calls else []
+        waits = await self.link.call(lambda: self._pipelined(calls)) if calls else []
         now = asyncio.get_running_loop().time()
         for request, (_, _, keys, _), wait_ms in zip(asking, calls, waits, strict=True):
             host = keys[0].removeprefix("slots:")
@@ -392,17 +346,36 @@ class RedisScheduler:
             del self._holding[host]
 
     async def release(self, request: Request) -> None:
+        """The download is over: its host slot goes back, with the next pipeline (the next download
+        need not wait for it: whatever asks for the slot next is sent after it)."""
         host, token = self._held.pop(request._id, ("", ""))
         if token:
             self._let_go(host)
-            await self.call(lambda: self.command("ZREM", self.prefix + "slots:" + host, token))
+            self.link.send("ZREM", self.prefix + "slots:" + host, token)  # sent again if its pipeline is lost
             self._waits.freed(host)
 
     async def done(self, request: Request) -> None:
-        """``request`` is finished and its items are stored: drop its lease."""
+        """``request`` is finished and its items are handed to the outputs: once they are in Redis, drop its lease."""
         if request._id < 0:
-            keys = ["leases:" + self.worker, "requests", "workers", "queue", "events"]
-            await self._run("COMPLETE", keys, [-request._id, self.prefix])
+            try:
+                await self._sink.confirm()
+                keys = ["leases:" + self.worker, "requests", "workers", "queue", "events"]
+                await self._run("COMPLETE", keys, [-request._id, self.prefix])
+            finally:
+                self._closed_lease()
+
+    def _finishing_full(self) -> bool:
+        """``_FINISHING`` x ``concurrency`` downloaded requests are being parsed and stored: take no more
+        for now (a worker whose parsing is slower than its downloads would otherwise lease ever more,
+        holding their responses and leases)."""
+        finishing = self._open - len(self._held) - len(self._waits)  # the ready hold slots too
+        return finishing >= _FINISHING * self._settings.concurrency
+
+    def _closed_lease(self) -> None:
+        full = self._finishing_full()
+        self._open -= 1
+        if full and not self._finishing_full():
+            self._wake()  # room to lease again
 
     def pending(self) -> int:
         queued, leased, seeded = self.counts

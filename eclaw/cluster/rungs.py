@@ -14,7 +14,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from eclaw.cluster.frontier import connect
+from eclaw.cluster.link import connect
 from eclaw.downloaders.rungs import Rungs
 
 if TYPE_CHECKING:

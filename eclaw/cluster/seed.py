@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from eclaw.cluster.frontier import RedisScheduler, connect
+from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.link import connect
 from eclaw.http import Request
 from eclaw.settings import Settings
 from eclaw.spider import Spider, iterate_start_requests
@@ -51,9 +52,8 @@ async def seed(instance: Spider, settings: Settings, *, reset: bool = False) -> 
         stats.dropped_by_reason["already seen or filtered"] = seen
         stats.finish_reason = "finished"
         text = json.dumps(stats.as_dict(), default=str)
-        await scheduler.call(
-            lambda: scheduler.redis.hset(scheduler.prefix + "stats", f"seed {uuid.uuid4().hex[:6]}", text)  # type: ignore[union-attr]
-        )
+        link = scheduler.link
+        await link.call(lambda: link.command("HSET", link.prefix + "stats", f"seed {uuid.uuid4().hex[:6]}", text))
     finally:
         await scheduler.close()
     return pushed, seen

@@ -4,6 +4,12 @@ Every worker's items go to one Redis hash keyed by the item's key (``Item.key``
 or the spider's ``item_key``), else by a hash of its content, so a request
 redone after a worker died cannot store an item twice. Each worker writes its
 stats to Redis as it goes; the merged stats are their sum.
+
+An item's write joins the worker's next pipeline and the item goes on at once:
+waiting for each write in turn, the items of a busy worker fell behind its
+downloads (a thousand pages behind within seconds, each holding its lease).
+Before a request's lease is dropped, :meth:`ClusterSink.confirm` waits for the
+writes made so far, so a request is done only once its items are in Redis.
 """
 
 from __future__ import annotations
@@ -12,43 +18,36 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from eclaw.exceptions import RedisLost
 from eclaw.items import item_key, item_to_dict, item_type
 from eclaw.stats import Stats, merge_stats
 
 if TYPE_CHECKING:
+    from eclaw.cluster.link import RedisLink
     from eclaw.contracts import CrawlContext
     from eclaw.spider import Spider
 
-__all__ = ["ClusterSink", "SharedRedis", "cluster_status", "export_items", "merged_stats"]
+__all__ = ["ClusterSink", "cluster_status", "export_items", "merged_stats"]
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-class SharedRedis(Protocol):
-    """What the sink needs of the Redis frontier: its connection, key prefix, worker name, retried calls."""
-
-    redis: Any
-    prefix: str
-    worker: str
-
-    async def call(self, make: Callable[[], Awaitable[T]]) -> T: ...
-
-    async def command(self, *args: Any) -> Any: ...
 
 
 class ClusterSink:
     """The last pipeline of a distributed crawl: items into Redis (once each), stats alongside."""
 
-    def __init__(self, scheduler: SharedRedis) -> None:
-        self._scheduler = scheduler
+    def __init__(self, link: RedisLink) -> None:
+        self._link = link
         self._crawl: CrawlContext | None = None
         self._keys: tuple[str, ...] = ()
         self._pushed = 0.0
+        self._writes: deque[tuple[asyncio.Future[list[Any]] | None, Any, tuple[Any, ...]]] = deque()
+        self._confirming: asyncio.Task[None] | None = None
+        self._made = 0  # writes made so far ...
+        self._confirmed = 0  # ... and known to be in Redis (or dead-lettered)
 
     def __repr__(self) -> str:
         return "ClusterSink"
@@ -62,22 +61,61 @@ class ClusterSink:
         text = json.dumps(data, ensure_ascii=False, default=str, sort_keys=True)
         key = item_key(item, data, self._keys)
         ident = f"{item_type(item)}:{key}" if key is not None else hashlib.sha1(text.encode()).hexdigest()
-        items = self._scheduler.prefix + "items"
-        await self._scheduler.call(lambda: self._scheduler.command("HSETNX", items, ident, text))
+        link = self._link
+        command = ("HSETNX", link.prefix + "items", ident, text)
+        self._writes.append((link.queue(*command), item, command))  # confirm() waits for it
+        self._made += 1
         loop = asyncio.get_running_loop()
-        if loop.time() - self._pushed > 1.0:
+        if loop.time() - self._pushed > 1.0 and self._crawl is not None:  # the stats, with the same pipeline
             self._pushed = loop.time()
-            await self.push_stats()
+            link.send("HSET", link.prefix + "stats", link.worker, json.dumps(self._crawl.stats.as_dict(), default=str))
         return item
 
+    async def confirm(self) -> None:
+        """Every item handed in so far is in Redis (or dead-lettered, if Redis refused it); raises
+        :class:`~eclaw.exceptions.RedisLost` if Redis stays away."""
+        wanted = self._made
+        while self._confirmed < wanted:
+            if self._confirming is None or self._confirming.done():
+                self._confirming = asyncio.ensure_future(self._confirm_all())
+            await asyncio.shield(self._confirming)
+
+    async def _confirm_all(self) -> None:
+        """The writes, oldest first; one sent with a pipeline that failed is sent again (retried
+        while Redis is away: if it stays away, it stays first for the next call)."""
+        link, writes = self._link, self._writes
+        while writes:
+            future, item, command = writes[0]
+            try:
+                if future is None:
+                    await link.call(lambda command=command: link.command(*command))  # type: ignore[misc]
+                else:
+                    await future
+            except RedisLost:
+                raise
+            except Exception as exc:
+                if future is not None and link.unreachable(exc):
+                    writes[0] = (None, item, command)  # sent again, with retries
+                    continue
+                self._refused(item, exc)
+            writes.popleft()
+            self._confirmed += 1
+
+    def _refused(self, item: Any, error: BaseException) -> None:
+        """Redis refused the write (not a lost connection): the item is dead-lettered for this output."""
+        logger.error("Redis refused an item (%s): dead-lettered", error)
+        if self._crawl is not None:
+            self._crawl.dead_letter(self, [item], error)
+
     async def push_stats(self) -> None:
-        redis = self._scheduler.redis
-        if self._crawl is None or redis is None:
+        link = self._link
+        if self._crawl is None or link.redis is None:
             return
         text = json.dumps(self._crawl.stats.as_dict(), default=str)
-        await self._scheduler.call(lambda: redis.hset(self._scheduler.prefix + "stats", self._scheduler.worker, text))
+        await link.call(lambda: link.command("HSET", link.prefix + "stats", link.worker, text))
 
     async def close(self) -> None:
+        await self.confirm()
         await self.push_stats()
 
 

@@ -112,7 +112,7 @@ async def test_a_lost_connection_fails_every_caller_of_the_batch(tmp_path: Path)
 async def test_commands_packed_by_hiredis_reach_redis_as_redis_py_would_send_them(tmp_path: Path) -> None:
     """``connect`` has hiredis pack commands (``eclaw[redis]`` installs it): two-word commands, text
     outside ASCII, bytes, numbers and pipelines arrive as redis-py's own packing sends them."""
-    from eclaw.cluster.frontier import connect
+    from eclaw.cluster.link import connect
 
     with redis_server(tmp_path) as server:
         redis = await connect(server.url)

@@ -1,0 +1,153 @@
+"""Items into Redis without holding up the worker: a busy worker's items keep up with its pages and
+its leases stay bounded; a request's lease ends only once its items are in Redis (written again if
+the pipeline they went in was lost, dead-lettered if Redis refuses them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from aiohttp import web
+from redis.asyncio import Redis
+
+from eclaw import Request, Settings, Spider
+from eclaw.cluster.frontier import RedisScheduler
+from eclaw.stats import Stats
+from eclaw.testing import serve
+from tests.cluster.servers import redis_server
+
+PAGES, FANOUT = 1500, 12
+CONCURRENCY = 8
+NAMES = ["Αθήνα", "Θεσσαλονίκη", "Πάτρα", "Ηράκλειο", "Λάρισα", "Βόλος"]
+
+# A catalogue unlike the demo shop: wide (each page links to twelve), in ISO-8859-7, pages from
+# a few hundred bytes to ~60 KB, answered at once (so parsing, not the site, is the limit).
+CATALOGUE_SPIDER = """
+from eclaw import Spider
+
+class Catalogue(Spider):
+    name = "catalogue"
+
+    def __init__(self, base_url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [base_url + "/c/0"]
+
+    def parse(self, response):
+        yield {"n": int(response.css("dt::text").get()), "town": response.css("dd::text").get()}
+        yield from response.follow_all(css="nav a")
+"""
+
+
+def catalogue() -> web.Application:
+    async def page(request: web.Request) -> web.Response:
+        n = int(request.match_info["n"])
+        links = "".join(f'<a href="/c/{m}">{m}</a>' for m in range(n * FANOUT + 1, min(n * FANOUT + 13, PAGES)))
+        padding = "<p>" + "λ" * (n % 7) * 8000 + "</p>"
+        html = f'<html><head><meta charset="iso-8859-7"></head><body><dl><dt>{n}</dt>'
+        html += f"<dd>{NAMES[n % len(NAMES)]}</dd></dl>{padding}<nav>{links}</nav></body></html>"
+        return web.Response(body=html.encode("iso-8859-7"), content_type="text/html", charset="iso-8859-7")
+
+    app = web.Application()
+    app.router.add_get("/c/{n}", page)
+    return app
+
+
+async def test_a_busy_worker_leases_no_more_than_it_can_finish_and_stores_each_item(tmp_path: Path) -> None:
+    (tmp_path / "catalogue.py").write_text(CATALOGUE_SPIDER)
+    async with serve(catalogue()) as base:
+        with redis_server(tmp_path) as server:
+            spider = [str(tmp_path / "catalogue.py"), "-a", f"base_url={base}", "--redis", server.url]
+            seed = await asyncio.create_subprocess_exec(sys.executable, "-m", "eclaw", "seed", *spider, cwd=tmp_path)
+            assert await seed.wait() == 0
+            worker = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "eclaw", "worker", *spider, "--name", "busy",
+                "-s", f"concurrency={CONCURRENCY}", "-s", "log_level=WARNING",
+                cwd=tmp_path, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            redis = Redis.from_url(server.url, decode_responses=True)
+            most, running = 0, asyncio.ensure_future(worker.wait())
+            try:
+                while not running.done():  # the worker's leases, as often as Redis can say
+                    most = max(most, await redis.zcard("eclaw:catalogue:leases:busy"))
+                    await asyncio.sleep(0.005)
+                items = [json.loads(text) for text in (await redis.hgetall("eclaw:catalogue:items")).values()]
+            finally:
+                await redis.aclose()
+            _, err = await worker.communicate()
+    assert worker.returncode == 0, err.decode()[-2000:]
+    assert sorted(item["n"] for item in items) == list(range(PAGES))  # each page's item, once
+    assert all(item["town"] == NAMES[item["n"] % len(NAMES)] for item in items)  # decoded from ISO-8859-7
+    # downloading (8) and then being parsed and stored (4 x 8, and the 8 downloads that ended since the
+    # last lease), waiting for a slot (8, and one lease's batch): far from the whole crawl's pages
+    assert 0 < most <= 6 * CONCURRENCY + 16, most
+
+
+class Town(Spider):
+    name = "towns"
+
+
+class Crawl(SimpleNamespace):
+    """What the sink uses of a crawl: its spider, stats, and where it dead-letters."""
+
+    def __init__(self, spider: Spider) -> None:
+        super().__init__(spider=spider, stats=Stats(spider="towns"), dead=[])
+
+    def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
+        self.dead.append((items, type(error).__name__))
+
+
+async def leased(scheduler: RedisScheduler, spider: Spider) -> tuple[Request, Any, Crawl]:
+    """A request leased by ``scheduler``, and its sink, opened on a stand-in crawl."""
+    crawl = Crawl(spider)
+    sink = scheduler.outputs()["redis"]
+    await sink.open(crawl)  # type: ignore[attr-defined]
+    await scheduler.enqueue([Request("http://127.0.0.1:1/town")])
+    request = await scheduler.next_request()
+    assert request is not None
+    return request, sink, crawl
+
+
+async def test_an_item_written_while_redis_was_away_is_written_again_before_its_lease_ends(tmp_path: Path) -> None:
+    spider = Town()
+    with redis_server(tmp_path) as server:
+        scheduler = RedisScheduler(server.url, worker="w")
+        await scheduler.open(spider, Settings(lease_timeout=10), lambda: None)
+        try:
+            request, sink, crawl = await leased(scheduler, spider)
+            server.stop()
+            await sink.process_item({"town": "Πάτρα"}, spider)  # its pipeline fails: Redis is down
+            await asyncio.sleep(0.1)
+            server.start()
+            await scheduler.done(request)
+            redis = Redis.from_url(server.url, decode_responses=True)
+            try:
+                items = list((await redis.hgetall("eclaw:towns:items")).values())
+                leases = await redis.zcard("eclaw:towns:leases:w")
+            finally:
+                await redis.aclose()
+        finally:
+            await scheduler.close()
+    assert [json.loads(text) for text in items] == [{"town": "Πάτρα"}]
+    assert leases == 0 and crawl.dead == []
+
+
+async def test_an_item_redis_refuses_is_dead_lettered_and_its_request_still_ends(tmp_path: Path) -> None:
+    spider = Town()
+    with redis_server(tmp_path) as server:
+        scheduler = RedisScheduler(server.url, worker="w")
+        await scheduler.open(spider, Settings(), lambda: None)
+        try:
+            request, sink, crawl = await leased(scheduler, spider)
+            assert scheduler.redis is not None
+            await scheduler.redis.set("eclaw:towns:items", "not a hash")  # every HSETNX: WRONGTYPE
+            await sink.process_item({"town": "Βόλος"}, spider)
+            await scheduler.done(request)
+            leases = await scheduler.redis.zcard("eclaw:towns:leases:w")
+        finally:
+            await scheduler.close()
+    assert crawl.dead == [([{"town": "Βόλος"}], "ResponseError")]
+    assert leases == 0
