@@ -3,6 +3,8 @@
     python -m bench.cluster [--pages 1500] [--delay 0.1] [--workers 1,2,4] [--concurrency 8]
     python -m bench.cluster --repeats 5 --code .,../old     # this code and an older checkout, side by side
     python -m bench.cluster --monitor                       # what the workers send Redis, per page
+    python -m bench.cluster --pages 10000 --delay 0 --concurrency 32 --workers 1,2 --out cluster-busy.json
+                                                            # a site that answers at once: parsing is the limit
 
 The site (in its own process) answers every page after ``--delay`` seconds, so
 one worker is bound by its concurrency, not by CPU: N workers should fetch
@@ -252,6 +254,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--code", default=str(ROOT), help="checkouts whose eclaw the workers run, comma-separated")
     parser.add_argument("--monitor", action="store_true", help="count what the workers send Redis (slower)")
+    parser.add_argument("--out", default="cluster.json", help="the results' file name, in bench/results/")
     parser.add_argument("--serve", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -273,7 +276,7 @@ def main() -> None:
     if not args.monitor:  # MONITOR's runs are slower: not the benchmark's figures
         RESULTS.mkdir(parents=True, exist_ok=True)
         report = {"pages": args.pages, "delay": args.delay, "concurrency": args.concurrency, "rows": rows, "runs": runs}
-        (RESULTS / "cluster.json").write_text(json.dumps(report, indent=2) + "\n")
+        (RESULTS / args.out).write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":
