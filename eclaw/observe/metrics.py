@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eclaw.contracts import CrawlContext, Handler
@@ -46,7 +47,7 @@ class Metrics:
         self.queue = prom.Gauge("eclaw_queue", "Requests waiting in the frontier", registry=r)
         self.in_flight = prom.Gauge("eclaw_in_flight", "Downloads in flight", registry=r)
         self.loop_lag = prom.Gauge("eclaw_event_loop_lag_seconds", "How late the event loop wakes", registry=r)
-        self.latency = DownloadTimes()
+        self.latency = DownloadTimes(prom.Histogram.DEFAULT_BUCKETS)  # prometheus-client's own
         r.register(self.latency)
         self._server: web.AppRunner | None = None
         self._seen: dict[str, float] = {}
@@ -137,18 +138,18 @@ class Metrics:
 
 
 class DownloadTimes:
-    """The ``eclaw_download_seconds`` histogram (prometheus-client's default buckets), counted by
-    the crawl as plain integers and turned into a metric only when scraped (on the crawl's loop):
-    prometheus-client's own ``Histogram.observe`` takes locks, ten times the cost of a count here."""
+    """The ``eclaw_download_seconds`` histogram over ``buckets`` (their upper bounds; ``inf`` is
+    implied), counted by the crawl as plain integers and turned into a metric only when scraped (on
+    the crawl's loop): prometheus-client's own ``Histogram.observe`` takes locks, ten times the cost
+    of a count here."""
 
-    BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
-
-    def __init__(self) -> None:
-        self._counts = [0] * (len(self.BOUNDS) + 1)  # per bucket (the last: over every bound), not cumulative
+    def __init__(self, buckets: Sequence[float]) -> None:
+        self.bounds = tuple(sorted(bound for bound in buckets if bound != math.inf))
+        self._counts = [0] * (len(self.bounds) + 1)  # per bucket (the last: over every bound), not cumulative
         self._sum = 0.0
 
     def observe(self, seconds: float) -> None:
-        self._counts[bisect.bisect_left(self.BOUNDS, seconds)] += 1
+        self._counts[bisect.bisect_left(self.bounds, seconds)] += 1
         self._sum += seconds
 
     def collect(self) -> Iterator[Any]:
@@ -157,7 +158,7 @@ class DownloadTimes:
 
         counts, total, running = list(self._counts), self._sum, 0
         buckets = []
-        for bound, count in zip((*map(str, self.BOUNDS), "+Inf"), counts, strict=True):
+        for bound, count in zip((*map(str, self.bounds), "+Inf"), counts, strict=True):
             running += count
             buckets.append((bound, running))
         yield HistogramMetricFamily("eclaw_download_seconds", "Download time", buckets=buckets, sum_value=total)
