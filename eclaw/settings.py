@@ -33,7 +33,9 @@ class Settings:
     """Every knob of a crawl, validated on creation.
 
     Attributes:
-        concurrency: downloads in flight at once, across all hosts.
+        concurrency: downloads in flight at once, across all hosts. A page whose callback is still
+            running (an ``async`` callback awaiting a slow service) keeps a place among 5 x concurrency:
+            once that many pages are downloading or waiting for their callback, no download starts.
         concurrency_per_domain: downloads in flight at once per host.
         download_delay: seconds between two downloads from one host.
         connect_timeout: seconds to establish a connection.

@@ -19,9 +19,10 @@ __all__ = ["Activity"]
 class Activity:
     """Tasks, downloads in flight, callbacks running; wakes the crawl's loop when that may matter."""
 
-    def __init__(self, items: Sized, retrying: Sized) -> None:
+    def __init__(self, items: Sized, retrying: Sized, most: int = 0) -> None:
         self.wakeup = asyncio.Event()
-        self.downloads = 0
+        self.downloads = 0  # download tasks: downloading, or running the callback of what they fetched
+        self.most = most  # download tasks at most (0: no limit), so slow callbacks hold back the downloads
         self.callbacks = 0  # callbacks, errbacks and completions running (or waiting at the gate)
         self.admitted = 0  # requests admitted to the frontier so far: the loop sees new work by it
         self.requeuing = 0  # retries whose delay is over, on their way back to the frontier
@@ -45,6 +46,16 @@ class Activity:
         if self.downloads or self.callbacks or self._items or self.requeuing:
             return False
         return stopping or not self._retrying
+
+    def room(self) -> bool:
+        """Another download may start: fewer download tasks than :attr:`most`."""
+        return not self.most or self.downloads < self.most
+
+    def download_ended(self) -> None:
+        self.downloads -= 1
+        if self.downloads == self.most - 1:
+            self.wakeup.set()  # room again: the loop starts the next download
+        self.check()
 
     def check(self) -> None:
         """Wake the loop if work may have run out, or a checkpoint waiting at the barrier may go on."""

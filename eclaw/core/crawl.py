@@ -56,6 +56,7 @@ from eclaw.stats import Stats
 __all__ = ["Crawl"]
 
 logger = logging.getLogger(__name__)
+_CALLBACKS_BEHIND = 4  # x concurrency: downloads whose callbacks still run, before no more start
 
 Subscribers = Callable[[type[Event]], tuple[Handler, ...]]
 
@@ -91,7 +92,9 @@ class Crawl:
             parts.pipelines, parts.outputs, self.spider, self.records.dead_letter, stats, bus.publish, self._item_done
         )
         self._retrying = RetryQueue(self._retry_due)
-        self.activity = activity = Activity(self.items, self._retrying)
+        # a download's task runs its callback too: at most 4 x concurrency callbacks behind the downloads
+        most = (1 + _CALLBACKS_BEHIND) * self.settings.concurrency
+        self.activity = activity = Activity(self.items, self._retrying, most)
         shared = Completions(self.scheduler, self.items, activity) if self.scheduler.shared else None
         self._completions = shared
         self.intake = Intake(self.scheduler, bus, stats, journal, activity, self._pump)
@@ -265,8 +268,8 @@ class Crawl:
         """Start downloads while the frontier has requests with free slots."""
         if self._stopping:
             return
-        scheduler, start = self.scheduler, self.fetcher.start
-        while True:
+        scheduler, start, room = self.scheduler, self.fetcher.start, self.activity.room
+        while room():
             try:
                 request = await scheduler.next_request()
             except Exception as exc:  # a broken frontier: stop cleanly, keep what is pending counted

@@ -120,8 +120,7 @@ class Fetcher:
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        self._activity.downloads -= 1
-        self._activity.check()
+        self._activity.download_ended()
 
     def abort(self) -> None:
         """Cancel every download under way (a stop's ``shutdown_timeout`` is over)."""
