@@ -14,6 +14,7 @@ kept in Redis. See :mod:`eclaw.cluster.lua` for the keys.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import os
@@ -46,7 +47,6 @@ __all__ = ["RedisScheduler"]
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _LEASE_MAX = 16  # requests one LEASE takes at most (and never more than the worker's share of the queue)
-_FINISHING = 4  # x concurrency: requests downloaded and not yet done a worker may hold before it leases more
 
 
 class RedisScheduler:
@@ -71,8 +71,8 @@ class RedisScheduler:
         # without a round trip (most links on a site are repeats)
         self._recent = RecentSet()
         self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
-        self._open = 0  # requests leased by this worker and not yet done (or given back)
-        self._asking = 0  # requests asked for by LEASEs under way
+        self._asking = 0  # requests asked for by LEASEs under way, or asking for their slot
+        self._tokens = itertools.count()
         self._holding: Counter[str] = Counter()  # host -> slots this worker holds there (or is asking for)
         self._workers = 1  # in the crawl, as the last LEASE counted them
         self._ready: deque[Request] = deque()  # holding their slot, not handed out yet
@@ -150,7 +150,6 @@ class RedisScheduler:
             await self._wakeups.stop()
         self._waits.clear()
         self._ready.clear()  # leased with their slots: the REAP below gives both back
-        self._open = 0
         if self.redis is not None:
             try:  # what this worker still holds goes back to the queue at once
                 await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
@@ -220,7 +219,6 @@ class RedisScheduler:
             if request._id < 0:  # leased by this worker (a retry): back to the queue, with its new retry count
                 names = ["leases:" + self.worker, "queue", "requests", "events"]
                 calls.append((index, "REQUEUE", names, [-request._id, record, request.priority]))
-                self._closed_lease()
                 continue
             mode, marks = self._marks(request)
             names = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq", "events"]
@@ -267,10 +265,14 @@ class RedisScheduler:
     async def next_request(self) -> Request | None:
         settings = self._settings
         loop = asyncio.get_running_loop()
-        while not self._ready and len(self._held) < settings.concurrency and not self._finishing_full():
+        while not self._ready and len(self._held) + self._asking < settings.concurrency:
             request = self._waits.ready(loop.time())
             if request is not None:
-                await self._acquire([request])
+                self._asking += 1
+                try:
+                    await self._acquire([request])
+                finally:
+                    self._asking -= 1
                 continue
             # the pumps lease at the same time (their LEASEs share a pipeline): each counts what the others asked for
             room = settings.concurrency - len(self._held) - self._asking
@@ -296,7 +298,6 @@ class RedisScheduler:
             self.counts = (0, int(popped[1]), self.counts[2])
             return []
         leased = []
-        self._open += len(popped) // 2
         for request_id, record in zip(popped[1::2], popped[2::2], strict=True):
             request = from_text(record, self._spider)
             request._id = -int(request_id)  # negative: a Redis id (ids made by the crawl itself are positive)
@@ -321,16 +322,17 @@ class RedisScheduler:
                 self._waits.full(host, request)  # asks again when this worker frees one of its slots
                 continue
             delay = self._delays.get(host, self._delay)
-            args = [limit, int(delay * 1000), f"{self.worker}:{-request._id}", lifetime, host]
+            # a token of its own per slot taken: a late release of an earlier try cannot free this one
+            args = [limit, int(delay * 1000), f"{self.worker}:{-request._id}:{next(self._tokens)}", lifetime, host]
             calls.append((len(asking), "ACQUIRE", ["slots:" + host, "next:" + host, "hosts:" + self.worker], args))
             asking.append(request)
             self._holding[host] += 1  # counted as held while asked: one batch cannot take more than the share
         waits = await self.link.call(lambda: self._pipelined(calls)) if calls else []
         now = asyncio.get_running_loop().time()
-        for request, (_, _, keys, _), wait_ms in zip(asking, calls, waits, strict=True):
+        for request, (_, _, keys, args), wait_ms in zip(asking, calls, waits, strict=True):
             host = keys[0].removeprefix("slots:")
             if not wait_ms:
-                self._held[request._id] = (host, f"{self.worker}:{-request._id}")
+                self._held[request._id] = (host, str(args[2]))
                 self._waits.acquired(host)
                 self._ready.append(request)
                 continue
@@ -357,25 +359,9 @@ class RedisScheduler:
     async def done(self, request: Request) -> None:
         """``request`` is finished and its items are handed to the outputs: once they are in Redis, drop its lease."""
         if request._id < 0:
-            try:
-                await self._sink.confirm()
-                keys = ["leases:" + self.worker, "requests", "workers", "queue", "events"]
-                await self._run("COMPLETE", keys, [-request._id, self.prefix])
-            finally:
-                self._closed_lease()
-
-    def _finishing_full(self) -> bool:
-        """``_FINISHING`` x ``concurrency`` downloaded requests are being parsed and stored: take no more
-        for now (a worker whose parsing is slower than its downloads would otherwise lease ever more,
-        holding their responses and leases)."""
-        finishing = self._open - len(self._held) - len(self._waits)  # the ready hold slots too
-        return finishing >= _FINISHING * self._settings.concurrency
-
-    def _closed_lease(self) -> None:
-        full = self._finishing_full()
-        self._open -= 1
-        if full and not self._finishing_full():
-            self._wake()  # room to lease again
+            await self._sink.confirm()
+            keys = ["leases:" + self.worker, "requests", "workers", "queue", "events"]
+            await self._run("COMPLETE", keys, [-request._id, self.prefix])
 
     def pending(self) -> int:
         queued, leased, seeded = self.counts

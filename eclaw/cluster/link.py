@@ -80,6 +80,7 @@ class RedisLink:
     async def close(self) -> None:
         for task in self._retries:
             task.cancel()
+        await asyncio.gather(*self._retries, return_exceptions=True)
         if self.redis is not None:
             await self.redis.aclose()
             self.redis = None

@@ -46,6 +46,7 @@ class ClusterSink:
         self._pushed = 0.0
         self._writes: deque[tuple[asyncio.Future[list[Any]] | None, Any, tuple[Any, ...]]] = deque()
         self._confirming: asyncio.Task[None] | None = None
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()  # (writes to wait for, its caller)
         self._made = 0  # writes made so far ...
         self._confirmed = 0  # ... and known to be in Redis (or dead-lettered)
 
@@ -68,38 +69,60 @@ class ClusterSink:
         loop = asyncio.get_running_loop()
         if loop.time() - self._pushed > 1.0 and self._crawl is not None:  # the stats, with the same pipeline
             self._pushed = loop.time()
-            link.send("HSET", link.prefix + "stats", link.worker, json.dumps(self._crawl.stats.as_dict(), default=str))
+            stats = json.dumps(self._crawl.stats.as_dict(), default=str)
+            pushed = link.queue("HSET", link.prefix + "stats", link.worker, stats)
+            pushed.add_done_callback(_lost_is_fine)  # not sent again: the next push (or the last) has them
         return item
 
     async def confirm(self) -> None:
         """Every item handed in so far is in Redis (or dead-lettered, if Redis refused it); raises
-        :class:`~eclaw.exceptions.RedisLost` if Redis stays away."""
-        wanted = self._made
-        while self._confirmed < wanted:
-            if self._confirming is None or self._confirming.done():
-                self._confirming = asyncio.ensure_future(self._confirm_all())
-            await asyncio.shield(self._confirming)
+        :class:`~eclaw.exceptions.RedisLost` if Redis stays away. Items handed in later are not
+        waited for."""
+        if self._confirmed >= self._made:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append((self._made, waiter))
+        if self._confirming is None or self._confirming.done():
+            self._confirming = asyncio.ensure_future(self._confirm_all())
+        await waiter
 
     async def _confirm_all(self) -> None:
-        """The writes, oldest first; one sent with a pipeline that failed is sent again (retried
-        while Redis is away: if it stays away, it stays first for the next call)."""
-        link, writes = self._link, self._writes
-        while writes:
-            future, item, command = writes[0]
-            try:
-                if future is None:
-                    await link.call(lambda command=command: link.command(*command))  # type: ignore[misc]
-                else:
-                    await future
-            except RedisLost:
-                raise
-            except Exception as exc:
-                if future is not None and link.unreachable(exc):
-                    writes[0] = (None, item, command)  # sent again, with retries
+        """The writes, oldest first, each waiter told once its writes are in; a write sent with a
+        pipeline that failed is sent again (retried while Redis is away: if it stays away, the
+        waiters are told so and it stays first for the next call)."""
+        link, writes, waiters = self._link, self._writes, self._waiters
+        try:
+            while writes:
+                future, item, command = writes[0]
+                try:
+                    if future is None:
+                        await link.call(lambda command=command: link.command(*command))  # type: ignore[misc]
+                    else:
+                        await future
+                except RedisLost:
+                    raise
+                except Exception as exc:
+                    if future is not None and link.unreachable(exc):
+                        writes[0] = (None, item, command)  # sent again, with retries
+                        continue
+                    self._refused(item, exc)
+                writes.popleft()
+                self._confirmed += 1
+                while waiters and waiters[0][0] <= self._confirmed:
+                    done = waiters.popleft()[1]
+                    if not done.done():
+                        done.set_result(None)
+        except (RedisLost, asyncio.CancelledError) as exc:
+            while waiters:
+                failed = waiters.popleft()[1]
+                if failed.done():
                     continue
-                self._refused(item, exc)
-            writes.popleft()
-            self._confirmed += 1
+                if isinstance(exc, RedisLost):
+                    failed.set_exception(exc)
+                else:
+                    failed.cancel()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
 
     def _refused(self, item: Any, error: BaseException) -> None:
         """Redis refused the write (not a lost connection): the item is dead-lettered for this output."""
@@ -115,8 +138,17 @@ class ClusterSink:
         await link.call(lambda: link.command("HSET", link.prefix + "stats", link.worker, text))
 
     async def close(self) -> None:
-        await self.confirm()
-        await self.push_stats()
+        try:
+            await self.confirm()
+            await self.push_stats()
+        except RedisLost as exc:  # the requests of the unconfirmed items keep their leases: they are done again
+            unsent = len(self._writes)
+            logger.warning("%d items not confirmed in Redis (%s): their requests go back to the queue", unsent, exc)
+
+
+def _lost_is_fine(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: a lost stats push is not an error
 
 
 async def merged_stats(redis: Any, prefix: str) -> Stats:
