@@ -151,3 +151,31 @@ async def test_an_item_redis_refuses_is_dead_lettered_and_its_request_still_ends
             await scheduler.close()
     assert crawl.dead == [([{"town": "Βόλος"}], "ResponseError")]
     assert leases == 0
+
+
+async def test_a_lease_waits_for_its_own_items_not_for_those_still_coming(tmp_path: Path) -> None:
+    """Items keep coming (a busy worker): confirming the first one's write returns at once, it
+    does not wait for the writes made after it."""
+    spider = Town()
+    with redis_server(tmp_path) as server:
+        scheduler = RedisScheduler(server.url, worker="w")
+        await scheduler.open(spider, Settings(), lambda: None)
+        try:
+            request, sink, _ = await leased(scheduler, spider)
+            await sink.process_item({"town": "Λάρισα", "n": 0}, spider)
+            confirmed = asyncio.ensure_future(sink.confirm())
+            loop = asyncio.get_running_loop()
+            started, n = loop.time(), 0
+            while not confirmed.done() and loop.time() - started < 2:
+                n += 1
+                await sink.process_item({"town": "Λάρισα", "n": n}, spider)  # one more write each turn
+                await asyncio.sleep(0)
+            waited = loop.time() - started
+            await sink.confirm()
+            await scheduler.done(request)
+            assert scheduler.redis is not None
+            stored = await scheduler.redis.hlen("eclaw:towns:items")
+        finally:
+            await scheduler.close()
+    assert waited < 0.5, waited  # not the 2 s the items kept coming
+    assert stored == n + 1
