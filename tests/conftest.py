@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,36 @@ async def demo_url() -> AsyncIterator[str]:
 def _isolated_cwd(tmp_path, monkeypatch):
     """Crawls write dead-letter files to the working directory: keep it per test."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_crawl_left_behind() -> Iterator[None]:
+    """A test that fails (or times out) while an ``eclaw`` process it started still runs would leave
+    it running, and busy, for the rest of the suite: after each test, such processes and what they
+    started are killed."""
+    yield
+    for pid in _eclaw_processes_left():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _eclaw_processes_left() -> list[int]:
+    """This process's ``python -m eclaw ...`` children and all their descendants (Linux's /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], []
+    for child in children.get(os.getpid(), []):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"eclaw"]:
+                todo.append(child)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
 
 
 def assert_accounted(stats: Stats) -> None:
