@@ -137,7 +137,7 @@ class RedisScheduler:
         await self._wakeups.start()  # before the first count: nothing said after it is missed
         # a worker restarted under its old name (``--processes`` names them) takes back at once what
         # its previous life held: its heartbeat would otherwise keep those leases alive for ever
-        await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
+        await self.link.run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
         await self._heartbeat()
         self._beat = asyncio.create_task(self._beat_loop())
         logger.info("worker %s joined the crawl %r on %s", self.worker, spider.name, redact_url(self.url))
@@ -152,23 +152,20 @@ class RedisScheduler:
         self._ready.clear()  # leased with their slots: the REAP below gives both back
         if self.redis is not None:
             try:  # what this worker still holds goes back to the queue at once
-                await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
+                await self.link.run("REAP", ["workers", "queue"], [self.prefix, self.worker, -1])
             except EclawError as exc:
                 logger.warning("could not hand back this worker's requests (%s): others take them later", exc)
             await self.link.close()
 
     # -- Redis calls, retried while Redis is away ---------------------------------------
 
-    async def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return await self.link.run(script, keys, args)
-
     async def _heartbeat(self) -> None:
         deadline_ms = int(self._settings.lease_timeout * 1000)
-        reclaimed = await self._run("REAP", ["workers", "queue"], [self.prefix, self.worker, deadline_ms])
+        reclaimed = await self.link.run("REAP", ["workers", "queue"], [self.prefix, self.worker, deadline_ms])
         if reclaimed:
             self.reclaimed += int(reclaimed)
             logger.warning("%d requests of a worker presumed dead are back in the queue", reclaimed)
-        queued, leased, seeded = await self._run("COUNT", ["workers", "queue", "seeded"], [self.prefix])
+        queued, leased, seeded = await self.link.run("COUNT", ["workers", "queue", "seeded"], [self.prefix])
         self.counts = (int(queued), int(leased), int(seeded))
         if queued or not leased:
             self._wake()  # work to take, or maybe the end of the crawl
@@ -292,7 +289,7 @@ class RedisScheduler:
     async def _lease(self, count: int) -> list[Request]:
         """Up to ``count`` requests from the queue (two round trips for them all: lease, then their slots)."""
         keys = ["queue", "requests", "leases:" + self.worker, "workers"]
-        popped = await self._run("LEASE", keys, [count, self.prefix])
+        popped = await self.link.run("LEASE", keys, [count, self.prefix])
         self._workers = int(popped[0])
         if len(popped) == 2:  # nothing queued; but while others hold requests, the crawl is not over
             self.counts = (0, int(popped[1]), self.counts[2])
@@ -361,7 +358,7 @@ class RedisScheduler:
         if request._id < 0:
             await self._sink.confirm()
             keys = ["leases:" + self.worker, "requests", "workers", "queue", "events"]
-            await self._run("COMPLETE", keys, [-request._id, self.prefix])
+            await self.link.run("COMPLETE", keys, [-request._id, self.prefix])
 
     def pending(self) -> int:
         queued, leased, seeded = self.counts

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 from redis.asyncio import Redis
@@ -18,7 +20,7 @@ from eclaw import Request, Settings, Spider
 from eclaw.cluster.frontier import RedisScheduler
 from eclaw.stats import Stats
 from eclaw.testing import serve
-from tests.cluster.servers import redis_server
+from tests.cluster.servers import RedisServer, redis_server
 
 PAGES, FANOUT = 1500, 12
 CONCURRENCY = 8
@@ -100,56 +102,56 @@ class Crawl(SimpleNamespace):
         self.dead.append((items, type(error).__name__))
 
 
-async def leased(scheduler: RedisScheduler, spider: Spider) -> tuple[Request, Any, Crawl]:
-    """A request leased by ``scheduler``, and its sink, opened on a stand-in crawl."""
-    crawl = Crawl(spider)
-    sink = scheduler.outputs()["redis"]
-    await sink.open(crawl)  # type: ignore[attr-defined]
-    await scheduler.enqueue([Request("http://127.0.0.1:1/town")])
-    request = await scheduler.next_request()
-    assert request is not None
-    return request, sink, crawl
+class Leased(NamedTuple):
+    server: RedisServer
+    scheduler: RedisScheduler
+    redis: Any  # the scheduler's client
+    request: Request
+    sink: Any  # its ClusterSink
+    crawl: Crawl
+
+
+@asynccontextmanager
+async def leased(tmp: Path, spider: Spider, settings: Settings) -> AsyncIterator[Leased]:
+    """A real redis-server, a worker ``w`` on it, a request it leased, and its sink opened on a
+    stand-in crawl."""
+    with redis_server(tmp) as server:
+        scheduler = RedisScheduler(server.url, worker="w")
+        await scheduler.open(spider, settings, lambda: None)
+        try:
+            crawl = Crawl(spider)
+            sink = scheduler.outputs()["redis"]
+            await sink.open(crawl)  # type: ignore[attr-defined]
+            await scheduler.enqueue([Request("http://127.0.0.1:1/town")])
+            request = await scheduler.next_request()
+            assert request is not None and scheduler.redis is not None
+            yield Leased(server, scheduler, scheduler.redis, request, sink, crawl)
+        finally:
+            await scheduler.close()
 
 
 async def test_an_item_written_while_redis_was_away_is_written_again_before_its_lease_ends(tmp_path: Path) -> None:
     spider = Town()
-    with redis_server(tmp_path) as server:
-        scheduler = RedisScheduler(server.url, worker="w")
-        await scheduler.open(spider, Settings(lease_timeout=10), lambda: None)
-        try:
-            request, sink, crawl = await leased(scheduler, spider)
-            server.stop()
-            await sink.process_item({"town": "Πάτρα"}, spider)  # its pipeline fails: Redis is down
-            await asyncio.sleep(0.1)
-            server.start()
-            await scheduler.done(request)
-            redis = Redis.from_url(server.url, decode_responses=True)
-            try:
-                items = list((await redis.hgetall("eclaw:towns:items")).values())
-                leases = await redis.zcard("eclaw:towns:leases:w")
-            finally:
-                await redis.aclose()
-        finally:
-            await scheduler.close()
+    async with leased(tmp_path, spider, Settings(lease_timeout=10)) as worker:
+        worker.server.stop()
+        await worker.sink.process_item({"town": "Πάτρα"}, spider)  # its pipeline fails: Redis is down
+        await asyncio.sleep(0.1)
+        worker.server.start()
+        await worker.scheduler.done(worker.request)
+        items = list((await worker.redis.hgetall("eclaw:towns:items")).values())
+        leases = await worker.redis.zcard("eclaw:towns:leases:w")
     assert [json.loads(text) for text in items] == [{"town": "Πάτρα"}]
-    assert leases == 0 and crawl.dead == []
+    assert leases == 0 and worker.crawl.dead == []
 
 
 async def test_an_item_redis_refuses_is_dead_lettered_and_its_request_still_ends(tmp_path: Path) -> None:
     spider = Town()
-    with redis_server(tmp_path) as server:
-        scheduler = RedisScheduler(server.url, worker="w")
-        await scheduler.open(spider, Settings(), lambda: None)
-        try:
-            request, sink, crawl = await leased(scheduler, spider)
-            assert scheduler.redis is not None
-            await scheduler.redis.set("eclaw:towns:items", "not a hash")  # every HSETNX: WRONGTYPE
-            await sink.process_item({"town": "Βόλος"}, spider)
-            await scheduler.done(request)
-            leases = await scheduler.redis.zcard("eclaw:towns:leases:w")
-        finally:
-            await scheduler.close()
-    assert crawl.dead == [([{"town": "Βόλος"}], "ResponseError")]
+    async with leased(tmp_path, spider, Settings()) as worker:
+        await worker.redis.set("eclaw:towns:items", "not a hash")  # every HSETNX: WRONGTYPE
+        await worker.sink.process_item({"town": "Βόλος"}, spider)
+        await worker.scheduler.done(worker.request)
+        leases = await worker.redis.zcard("eclaw:towns:leases:w")
+    assert worker.crawl.dead == [([{"town": "Βόλος"}], "ResponseError")]
     assert leases == 0
 
 
@@ -157,25 +159,19 @@ async def test_a_lease_waits_for_its_own_items_not_for_those_still_coming(tmp_pa
     """Items keep coming (a busy worker): confirming the first one's write returns at once, it
     does not wait for the writes made after it."""
     spider = Town()
-    with redis_server(tmp_path) as server:
-        scheduler = RedisScheduler(server.url, worker="w")
-        await scheduler.open(spider, Settings(), lambda: None)
-        try:
-            request, sink, _ = await leased(scheduler, spider)
-            await sink.process_item({"town": "Λάρισα", "n": 0}, spider)
-            confirmed = asyncio.ensure_future(sink.confirm())
-            loop = asyncio.get_running_loop()
-            started, n = loop.time(), 0
-            while not confirmed.done() and loop.time() - started < 2:
-                n += 1
-                await sink.process_item({"town": "Λάρισα", "n": n}, spider)  # one more write each turn
-                await asyncio.sleep(0)
-            waited = loop.time() - started
-            await sink.confirm()
-            await scheduler.done(request)
-            assert scheduler.redis is not None
-            stored = await scheduler.redis.hlen("eclaw:towns:items")
-        finally:
-            await scheduler.close()
+    async with leased(tmp_path, spider, Settings()) as worker:
+        sink = worker.sink
+        await sink.process_item({"town": "Λάρισα", "n": 0}, spider)
+        confirmed = asyncio.ensure_future(sink.confirm())
+        loop = asyncio.get_running_loop()
+        started, n = loop.time(), 0
+        while not confirmed.done() and loop.time() - started < 2:
+            n += 1
+            await sink.process_item({"town": "Λάρισα", "n": n}, spider)  # one more write each turn
+            await asyncio.sleep(0)
+        waited = loop.time() - started
+        await sink.confirm()
+        await worker.scheduler.done(worker.request)
+        stored = await worker.redis.hlen("eclaw:towns:items")
     assert waited < 0.5, waited  # not the 2 s the items kept coming
     assert stored == n + 1
