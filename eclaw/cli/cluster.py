@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 from eclaw.cli.common import pairs, setup_logging
 from eclaw.cli.crawl import crawl_with_signals
 from eclaw.cluster.frontier import RedisScheduler
-from eclaw.cluster.link import connect
+from eclaw.cluster.link import connect, crawl_prefix, load_client
 from eclaw.cluster.seed import seed
 from eclaw.cluster.sink import cluster_status, export_items, merged_stats
 from eclaw.engine import Engine
+from eclaw.exceptions import EclawError
+from eclaw.processes.crawl import processes_wanted
+from eclaw.processes.fork import SIGNALS, fork, wait_for
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider, make_spider
 from eclaw.stats import Stats
@@ -33,6 +39,12 @@ def add_parsers(sub: Any) -> None:
         parser.add_argument("--redis", required=True, metavar="URL", help="redis://HOST:PORT/DB")
     worker.add_argument("-o", "--output", default=None, help="when the crawl is done, write all its items (JSONL)")
     worker.add_argument("--name", default=None, help="this worker's name (default: host:pid:random)")
+    worker.add_argument(
+        "--processes",
+        default="1",
+        metavar="N",
+        help="start N workers on this machine (auto: one per core), forked once the spider is loaded",
+    )
     seed.add_argument("--reset", action="store_true", help="forget the spider's earlier crawl in this Redis first")
 
 
@@ -48,9 +60,10 @@ def run(args: argparse.Namespace) -> int:
     spider_args = dict(args.arg)
     if args.command == "seed":
         return asyncio.run(_seed(spider, settings, overrides, spider_args, args.reset))
-    scheduler = RedisScheduler(args.redis, seed=False, worker=args.name)
-    engine = Engine(settings, overrides=overrides, scheduler=lambda: scheduler)
-    stats = asyncio.run(crawl_with_signals(engine, spider, spider_args))
+    count = processes_wanted(args.processes)
+    if count > 1:
+        return _workers(args, spider, Settings.from_env().replace(overrides), spider_args, count)
+    stats, scheduler = asyncio.run(_work(args.redis, spider, settings, overrides, spider_args, args.name, quiet=False))
     if stats.finish_reason != "finished":
         print(stats.summary())
         print(f"worker stopped ({stats.finish_reason}): what it held is back in the queue; start it again to go on")
@@ -58,11 +71,61 @@ def run(args: argparse.Namespace) -> int:
     merged, items = asyncio.run(_finish(args.redis, scheduler.prefix, args.output))
     print(f"this worker ({scheduler.worker}):")
     print(stats.summary())
+    _print_merged(merged, items, args.output)
+    return 0
+
+
+async def _work(
+    url: str, spider: type[Spider], settings: Settings, overrides: dict[str, Any], spider_args: dict[str, Any],
+    name: str | None, *, quiet: bool,
+) -> tuple[Stats, RedisScheduler]:  # fmt: skip
+    """One worker's crawl: its stats, and its frontier (its name, the crawl's keys)."""
+    scheduler = RedisScheduler(url, seed=False, worker=name)
+    engine = Engine(settings, overrides=overrides, scheduler=lambda: scheduler)
+    return await crawl_with_signals(engine, spider, spider_args, quiet=quiet), scheduler
+
+
+def _workers(
+    args: argparse.Namespace, spider: type[Spider], effective: Settings, spider_args: dict[str, Any], count: int
+) -> int:
+    """``count`` workers forked from this process (each quiet: this one prints the merged stats)."""
+    instance = make_spider(spider, spider_args)  # bad spider arguments: one error here, not one per worker
+    load_client()  # imported once, here, not by each worker
+    names = [f"{args.name}-{k + 1}" if args.name else None for k in range(count)]
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # a Ctrl-C from here waits for wait_for's handler
+    try:
+        pids = [fork(functools.partial(_forked, args.redis, spider, effective, spider_args, name)) for name in names]
+        codes = asyncio.run(wait_for(pids))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+    if any(codes):
+        stopped = sum(1 for code in codes if code)
+        print(f"{stopped} of {count} workers stopped: what they held is back in the queue; start them again to go on")
+        return 2 if 2 in codes else 1
+    merged, items = asyncio.run(_finish(args.redis, crawl_prefix(instance.name), args.output))
+    print(f"{count} workers on this machine")
+    _print_merged(merged, items, args.output)
+    return 0
+
+
+def _forked(url: str, spider: type[Spider], effective: Settings, spider_args: dict[str, Any], name: str | None) -> int:
+    """A forked worker: 0 once the crawl is over, 1 if it stopped before, 2 on an error (said in one line)."""
+    try:
+        stats, scheduler = asyncio.run(_work(url, spider, effective, {}, spider_args, name, quiet=True))
+    except EclawError as exc:
+        print(f"eclaw: error: {exc}", file=sys.stderr)
+        return 2
+    if stats.finish_reason != "finished":
+        print(f"worker {scheduler.worker} stopped ({stats.finish_reason})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_merged(merged: Stats, items: int, output: str | None) -> None:
     print(f"\nmerged stats of every worker ({items} items in Redis):")
     print(merged.summary())
-    if args.output:
-        print(f"items written to {args.output}")
-    return 0
+    if output:
+        print(f"items written to {output}")
 
 
 async def _finish(url: str, prefix: str, output: str | None) -> tuple[Stats, int]:

@@ -24,7 +24,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from eclaw.cluster.link import RedisLink, ScriptCall
+from eclaw.cluster.link import RedisLink, ScriptCall, crawl_prefix
 from eclaw.cluster.sink import ClusterSink
 from eclaw.cluster.waits import Waits
 from eclaw.cluster.wakeups import Wakeups
@@ -124,7 +124,7 @@ class RedisScheduler:
         self._limits, delays = host_overrides(settings)
         for host, seconds in delays.items():
             self.set_delay(host, seconds, floor=True)
-        redis = await self.link.open(f"eclaw:{spider.name}:", settings.lease_timeout)
+        redis = await self.link.open(crawl_prefix(spider.name), settings.lease_timeout)
         if settings.dupefilter == "bloom":
             n, p = settings.dupefilter_capacity, settings.dupefilter_error_rate
             bits = math.ceil(-n * math.log(p) / math.log(2) ** 2)

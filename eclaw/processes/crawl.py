@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from eclaw.exceptions import ConfigError
+from eclaw.processes.fork import SIGNALS
 from eclaw.processes.group import Group
 from eclaw.processes.outputs import RECORDS, finish_outputs, merged_stats
-from eclaw.processes.part import SIGNALS, Job, Runner, fork
+from eclaw.processes.part import Job, Runner, fork
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eclaw.frontier.mesh import mesh_files, read_status
-from eclaw.processes.part import SIGNALS
+from eclaw.processes.fork import SIGNALS
 
 __all__ = ["Group"]
 

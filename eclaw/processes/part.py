@@ -6,13 +6,7 @@ through the crawl's files (:mod:`eclaw.frontier.mesh`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import json
-import os
-import signal
-import sys
-import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from eclaw.exceptions import EclawError
 from eclaw.frontier.mesh import Mesh
 from eclaw.frontier.partition import PartScheduler
+from eclaw.processes.fork import fork as fork_process
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -28,11 +23,9 @@ from eclaw.stats import Stats
 if TYPE_CHECKING:
     from eclaw.engine import Engine
 
-__all__ = ["PAUSED", "SIGNALS", "Job", "Runner", "fork"]
+__all__ = ["PAUSED", "Job", "Runner", "fork"]
 
 PAUSED = 4  # the exit code of a process stopped before the crawl's end (its state saved, with --state)
-SIGNALS = {signal.SIGINT, signal.SIGTERM}
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -52,24 +45,8 @@ Runner = Callable[["Engine", type[Spider], dict[str, str]], Awaitable[Stats]]  #
 
 
 def fork(job: Job, spider_cls: type[Spider], runner: Runner) -> int:
-    """Start process ``job.part`` (in a session of its own: a terminal's Ctrl-C reaches the parent, which
-    tells each process once); its pid. Call it with SIGINT and SIGTERM blocked, and no event loop running."""
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
-        os.setsid()
-        with contextlib.suppress(OSError, AttributeError):  # killed with the parent, even by kill -9 (Linux)
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the parent prints the crawl's summary
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-        code = _run(job, spider_cls, runner)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stderr.flush()
-        os._exit(code)
+    """Start process ``job.part`` (see :func:`eclaw.processes.fork.fork`); its pid."""
+    return fork_process(lambda: _run(job, spider_cls, runner))
 
 
 def _run(job: Job, spider_cls: type[Spider], runner: Runner) -> int:

@@ -1,0 +1,81 @@
+"""Processes forked from a parent that has loaded the spider (so they import nothing again), and the
+parent's wait for them: used by ``eclaw crawl --processes N`` (:mod:`~eclaw.processes.part`) and
+``eclaw worker --processes N`` (several cluster workers from one command)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+
+__all__ = ["SIGNALS", "fork", "wait_for"]
+
+SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_PR_SET_PDEATHSIG = 1
+
+
+def fork(run: Callable[[], int]) -> int:
+    """Start a process that runs ``run`` (its return value the exit code) in a session of its own (a
+    terminal's Ctrl-C reaches the parent, which passes it on); its pid. Its standard output goes nowhere:
+    the parent prints the summary. Call it with SIGINT and SIGTERM blocked, and no event loop running."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        with contextlib.suppress(OSError, AttributeError):  # killed with the parent, even by kill -9 (Linux)
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        code = run()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+async def wait_for(pids: list[int]) -> list[int]:
+    """Wait for the processes ``pids``, passing each SIGINT or SIGTERM the parent gets on to those still
+    running (a first asks them to stop, a second to stop at once); their exit codes, in order. Each
+    process's end is seen at once, through its pidfd (Linux)."""
+    loop = asyncio.get_running_loop()
+    codes: dict[int, int] = {}
+    ended = asyncio.Event()
+    pidfds = {pid: os.pidfd_open(pid) for pid in pids}
+
+    def reap(pid: int) -> None:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            codes[pid] = os.waitstatus_to_exitcode(status)
+            loop.remove_reader(pidfds[pid])
+            if len(codes) == len(pids):
+                ended.set()
+
+    def forward(signum: int) -> None:
+        for pid in pids:
+            if pid not in codes:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+
+    for pid, pidfd in pidfds.items():
+        loop.add_reader(pidfd, reap, pid)
+    for signum in SIGNALS:
+        loop.add_signal_handler(signum, forward, signum)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # one that came while they started is handled now
+    try:
+        await ended.wait()
+    finally:
+        for signum in SIGNALS:
+            loop.remove_signal_handler(signum)
+        for pid, pidfd in pidfds.items():
+            if pid not in codes:
+                loop.remove_reader(pidfd)
+            os.close(pidfd)
+    return [codes[pid] for pid in pids]

@@ -1,0 +1,136 @@
+"""``eclaw worker --processes N``: N cluster workers forked from one command, on a real redis-server.
+
+The site is unlike the demo shop: a glossary of 240 entries in windows-1250 (Czech words), each
+entry's links relative and with a query string, answers from 0.2 to 40 KB, every seventh link a
+dead one (404). Each item says which process parsed it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from aiohttp import web
+
+from eclaw.testing import serve
+from tests.cluster.servers import RedisServer, redis_server
+from tests.cluster.test_cluster import eclaw, ended, stored_items
+
+ENTRIES = 240
+WORDS = ["žluťoučký", "kůň", "úpěl", "ďábelské", "ódy", "šťáva", "řeřicha", "čočka"]
+
+SPIDER = """
+import os
+from eclaw import Spider
+
+class Glossary(Spider):
+    name = "glossary"
+
+    def __init__(self, base_url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [base_url + "/slovnik/0?lang=cs&v=2"]
+
+    def parse(self, response):
+        yield {"entry": int(response.css("dfn::attr(data-n)").get()), "word": response.css("dfn::text").get(),
+               "pid": os.getpid()}
+        yield from response.follow_all(css="nav a")
+"""
+
+
+class Glossary:
+    """The glossary, answering each entry after ``delay`` seconds; the most entries asked at once."""
+
+    def __init__(self, delay: float = 0.02) -> None:
+        self.delay = delay
+        self.in_flight = self.peak = self.hits = 0
+
+    @staticmethod
+    def word(n: int) -> str:
+        return f"{WORDS[n % len(WORDS)]} {n}"
+
+    def app(self) -> web.Application:
+        async def entry(request: web.Request) -> web.Response:
+            n = int(request.match_info["n"])
+            if n >= ENTRIES:
+                raise web.HTTPNotFound()
+            self.in_flight += 1
+            self.hits += 1
+            self.peak = max(self.peak, self.in_flight)
+            try:
+                await asyncio.sleep(self.delay)
+            finally:
+                self.in_flight -= 1
+            targets = [m for m in (2 * n + 1, 2 * n + 2) if m < ENTRIES] + [(n * 7) % ENTRIES]
+            targets += [ENTRIES + n] if n % 7 == 0 else []  # a dead link
+            links = "".join(f'<a href="{m}?lang=cs&amp;v=2">{self.word(m)}</a>' for m in targets)
+            filler = f"<p>{self.word(n)} — " + "ř" * (n * 170 % 40000) + "</p>"
+            html = (
+                '<html><head><meta charset="windows-1250"></head><body>'
+                f'<dfn data-n="{n}">{self.word(n)}</dfn>{filler}<nav>{links}</nav></body></html>'
+            )
+            return web.Response(body=html.encode("cp1250"), content_type="text/html", charset="windows-1250")
+
+        app = web.Application()
+        app.router.add_get("/slovnik/{n}", entry)
+        return app
+
+
+async def seeded(tmp: Path, server: RedisServer, base: str) -> list[str]:
+    (tmp / "glossary.py").write_text(SPIDER)
+    spider = [str(tmp / "glossary.py"), "-a", f"base_url={base}", "--redis", server.url]
+    await ended(await eclaw(tmp, "seed", *spider))
+    return spider
+
+
+async def test_three_forked_workers_share_the_crawl_and_its_limits(tmp_path: Path) -> None:
+    site = Glossary()
+    async with serve(site.app()) as base:
+        with redis_server(tmp_path) as server:
+            spider = await seeded(tmp_path, server, base)
+            limits = ["-s", "concurrency=4", "-s", "concurrency_per_domain=3"]
+            out = await ended(await eclaw(tmp_path, "worker", *spider, *limits, "--processes", "3", "-o", "all.jsonl"))
+            items = await stored_items(server, "glossary")
+    assert sorted(item["entry"] for item in items) == list(range(ENTRIES))  # type: ignore[type-var]
+    assert all(item["word"] == Glossary.word(item["entry"]) for item in items)  # type: ignore[arg-type]
+    assert len({item["pid"] for item in items}) == 3  # three processes parsed, none of them this command
+    assert os.getpid() not in {item["pid"] for item in items}
+    assert site.hits == ENTRIES and site.peak <= 3  # each entry once; the host's limit held across the three
+    assert "3 workers on this machine" in out
+    merged = out.split("merged stats of every worker")[1]
+    assert int(merged.split("parsed")[1].split()[0]) == ENTRIES
+    assert int(merged.split("http 404")[1].split()[0]) == len(range(0, ENTRIES, 7))
+    assert len((tmp_path / "all.jsonl").read_text(encoding="utf-8").splitlines()) == ENTRIES
+
+
+async def test_ctrl_c_stops_every_forked_worker_and_a_second_run_finishes_the_crawl(tmp_path: Path) -> None:
+    site = Glossary(delay=0.1)
+    async with serve(site.app()) as base:
+        with redis_server(tmp_path) as server:
+            spider = await seeded(tmp_path, server, base)
+            limits = ["-s", "concurrency=2"]
+            first = await eclaw(tmp_path, "worker", *spider, *limits, "--processes", "2")
+            for _ in range(500):
+                if len(await stored_items(server, "glossary")) >= 20:
+                    break
+                await asyncio.sleep(0.02)
+            first.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C: to the command, which tells its workers
+            out, _ = await asyncio.wait_for(first.communicate(), 60)
+            assert first.returncode == 1
+            assert "2 of 2 workers stopped" in out.decode()
+            stopped_at = len(await stored_items(server, "glossary"))
+            assert 20 <= stopped_at < ENTRIES
+            await ended(await eclaw(tmp_path, "worker", *spider, "--processes", "2"))
+            items = await stored_items(server, "glossary")
+    assert sorted(item["entry"] for item in items) == list(range(ENTRIES))  # type: ignore[type-var]
+    assert site.hits <= ENTRIES + 4  # at most the requests in flight at the stop were fetched again
+
+
+async def test_a_bad_process_count_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "glossary.py").write_text(SPIDER)
+    worker = await eclaw(
+        tmp_path, "worker", str(tmp_path / "glossary.py"), "--redis", "redis://127.0.0.1:1/0", "--processes", "0"
+    )
+    out, err = await worker.communicate()
+    assert worker.returncode == 2
+    assert err.decode().strip() == "eclaw: error: --processes expects a number of processes or 'auto', got '0'"
