@@ -1,3 +1,3 @@
-from eclaw.cli import main
+from eclaw.cli import command
 
-raise SystemExit(main())
+raise SystemExit(command())

@@ -1,5 +1,5 @@
 """The ``eclaw`` command line (also ``python -m eclaw``)."""
 
-from eclaw.cli.main import main
+from eclaw.cli.main import command, main
 
-__all__ = ["main"]
+__all__ = ["command", "main"]
