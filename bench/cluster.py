@@ -2,6 +2,8 @@
 
     python -m bench.cluster [--pages 1500] [--delay 0.1] [--workers 1,2,4] [--concurrency 8]
     python -m bench.cluster --repeats 5 --code .,../old     # this code and an older checkout, side by side
+    python -m bench.cluster --launch commands               # only N worker commands (an older checkout has no
+                                                            # eclaw worker --processes)
     python -m bench.cluster --monitor                       # what the workers send Redis, per page
     python -m bench.cluster --pages 10000 --delay 0 --concurrency 32 --workers 1,2 --out cluster-busy.json
                                                             # a site that answers at once: parsing is the limit
@@ -9,8 +11,10 @@
 The site (in its own process) answers every page after ``--delay`` seconds, so
 one worker is bound by its concurrency, not by CPU: N workers should fetch
 about N times as many pages a second. Each run starts from an empty Redis
-(``eclaw seed --reset``), then times N ``eclaw worker`` processes from start
-to the last exit, and checks that every page's item is in Redis exactly once.
+(``eclaw seed --reset``), then times N workers from start to the last exit,
+and checks that every page's item is in Redis exactly once. N workers are
+started two ways, side by side (``--launch both``): N ``eclaw worker``
+commands, and one ``eclaw worker --processes N`` that forks them.
 
 Besides that wall clock, each run is split in three: *start* (the workers'
 start to the site's first request: Python start-up and joining the crawl),
@@ -135,7 +139,7 @@ class Setup:
     monitor: Path | None  # where MONITOR writes, if asked
 
 
-def run(setup: Setup, workers: int, code: Path) -> dict:  # type: ignore[type-arg]
+def run(setup: Setup, workers: int, code: Path, forked: bool) -> dict:  # type: ignore[type-arg]
     base, redis_url, pages, monitor = setup.base, setup.redis_url, setup.pages, setup.monitor
     common = [str(setup.spider), "-a", f"base_url={base}", "--redis", redis_url, "-s", "log_level=WARNING"]
     subprocess.run(eclaw("seed", *common, "--reset"), check=True, stdout=subprocess.DEVNULL, cwd=code)
@@ -147,9 +151,11 @@ def run(setup: Setup, workers: int, code: Path) -> dict:  # type: ignore[type-ar
         time.sleep(0.2)
     before = os.times()
     started_wall, started = time.time(), time.perf_counter()
+    commands = [eclaw("worker", *common, *limits, "--processes", str(workers))] if forked else [
+        eclaw("worker", *common, *limits) for _ in range(workers)
+    ]  # fmt: skip
     processes = [
-        subprocess.Popen(eclaw("worker", *common, *limits), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=code)
-        for _ in range(workers)
+        subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=code) for command in commands
     ]
     for process in processes:  # the workers say little: their pipes cannot fill up
         _, err = process.communicate()
@@ -166,7 +172,7 @@ def run(setup: Setup, workers: int, code: Path) -> dict:  # type: ignore[type-ar
     if got != list(range(pages)):
         raise SystemExit(f"{workers} workers: {len(got)} items for {pages} pages")
     return {
-        "code": str(code),
+        "code": label(code, forked),
         "workers": workers,
         "seconds": seconds,
         "start": times["first"] - started_wall,
@@ -177,13 +183,18 @@ def run(setup: Setup, workers: int, code: Path) -> dict:  # type: ignore[type-ar
     }
 
 
-def median_rows(runs: list[dict], codes: list[Path], counts: list[int], pages: int) -> list[dict]:  # type: ignore[type-arg]
+def label(code: Path, forked: bool) -> str:
+    """How a run's workers were started: ``code`` (N commands) or ``code --processes N`` (one, forking N)."""
+    return f"{code} --processes N" if forked else str(code)
+
+
+def median_rows(runs: list[dict], labels: list[str], counts: list[int], pages: int) -> list[dict]:  # type: ignore[type-arg]
     rows = []
-    for code in codes:
+    for code in labels:
         for n in counts:
-            mine = [r for r in runs if r["code"] == str(code) and r["workers"] == n]
+            mine = [r for r in runs if r["code"] == code and r["workers"] == n]
             row = {key: statistics.median(r[key] for r in mine) for key in mine[0] if key != "code"}
-            rows.append({"code": str(code), **row, "runs": len(mine)})
+            rows.append({"code": code, **row, "runs": len(mine)})
     for row in rows:
         one = next(r for r in rows if r["code"] == row["code"] and r["workers"] == counts[0])
         row["pages_per_s"] = pages / row["seconds"]
@@ -225,11 +236,12 @@ def measure(args: argparse.Namespace, codes: list[Path], counts: list[int], tmp:
             setup = Setup(base, f"redis://127.0.0.1:{port}/0", spider, args.pages, args.concurrency, monitor)
             for repeat in range(args.repeats):
                 for n in counts:
-                    for code in codes:  # alternate: the machine's noise falls on each alike
-                        row = run(setup, n, code)
+                    for code, forked in variants(codes, args.launch):  # alternate: the noise falls on each alike
+                        row = run(setup, n, code, forked)
                         runs.append(row)
+                        name = label(Path(code.name), forked)
                         print(
-                            f"  [{repeat + 1}/{args.repeats}] {code.name}: {n} workers {row['seconds']:6.2f}s "
+                            f"  [{repeat + 1}/{args.repeats}] {name}: {n} workers {row['seconds']:6.2f}s "
                             f"(start {row['start']:.2f}, crawl {row['crawl']:.2f}, tail {row['tail']:.2f}), "
                             f"{row['redis_calls_per_page']:.1f} Redis commands/page, {row['cpu_s']:.1f} CPU s",
                             flush=True,
@@ -245,6 +257,12 @@ def measure(args: argparse.Namespace, codes: list[Path], counts: list[int], tmp:
     return runs
 
 
+def variants(codes: list[Path], launch: str) -> list[tuple[Path, bool]]:
+    """Each checkout, its workers started as N commands, as one forking N (``--processes N``), or both."""
+    ways = {"commands": [False], "forked": [True], "both": [False, True]}[launch]
+    return [(code, forked) for code in codes for forked in ways]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=1500)
@@ -253,6 +271,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--code", default=str(ROOT), help="checkouts whose eclaw the workers run, comma-separated")
+    parser.add_argument(
+        "--launch", choices=["commands", "forked", "both"], default="both",
+        help="N workers as N eclaw worker commands, as one eclaw worker --processes N, or both side by side",
+    )  # fmt: skip
     parser.add_argument("--monitor", action="store_true", help="count what the workers send Redis (slower)")
     parser.add_argument("--out", default="cluster.json", help="the results' file name, in bench/results/")
     parser.add_argument("--serve", type=int, default=0, help=argparse.SUPPRESS)
@@ -269,7 +291,7 @@ def main() -> None:
     counts = [int(n) for n in args.workers.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         runs = measure(args, codes, counts, Path(tmp))
-    rows = median_rows(runs, codes, counts, args.pages)
+    rows = median_rows(runs, [label(code, forked) for code, forked in variants(codes, args.launch)], counts, args.pages)
     print(f"\n{args.pages} pages, {args.delay * 1000:.0f} ms each, concurrency {args.concurrency} per worker, "
           f"median of {args.repeats}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")  # fmt: skip
     print(table(rows))
