@@ -197,6 +197,7 @@ class RedisScheduler:
         assert self.redis is not None
         reasons: list[str | None] = []
         calls: list[tuple[int, str, list[str], list[Any]]] = []
+        kept: list[Request] = []  # leased requests that cannot go back to Redis
         sent: dict[int, str] = {}  # index -> recent key, of the requests sent to the shared filter
         for index, request in enumerate(requests):
             key = recent_key(request) if request._id >= 0 else None
@@ -208,6 +209,10 @@ class RedisScheduler:
                 try:
                     record = to_text(request, self._spider)
                 except NotSerialisable as exc:
+                    if request._id < 0:  # leased here (a retry): it is tried again here, under its lease
+                        kept.append(request)
+                        reasons.append(None)
+                        continue
                     logger.error("%s: it cannot wait in Redis", exc)
                     reason = "not serialisable"
             reasons.append(reason)
@@ -231,6 +236,9 @@ class RedisScheduler:
                 self._recent.add(key)
             queued = sum(1 for result in results if result)
             self.counts = (self.counts[0] + queued, *self.counts[1:])
+        if kept:
+            await self._acquire(kept)  # their host slots, as for requests just leased
+            self._wake()
         if self.seed and not self._marked_seeded:
             await self.link.call(lambda: self.link.command("SET", self.prefix + "seeded", "1"))
             self._marked_seeded = True

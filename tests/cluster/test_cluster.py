@@ -238,3 +238,47 @@ async def test_requests_waiting_for_a_full_host_do_not_poll_redis(tmp_path: Path
     _, items, scripts = await crawl_wide(tmp_path, wide_site(pages, 0.05), *limits)
     assert items == pages + 1
     assert scripts < 8 * (pages + 1), scripts  # a lease, a slot, a completion, links: a handful a page
+
+
+STAMPING_SPIDER = (
+    SPIDER.replace(
+        "from eclaw import Spider\n",
+        """import datetime
+from eclaw import Spider
+from eclaw.exceptions import RetryRequest
+
+
+async def stamp_page_3(request, call_next):
+    if request.url.endswith("/p/3") and "since" not in request.meta:  # a retry Redis cannot hold: a datetime
+        again = request.replace(meta={**request.meta, "since": datetime.datetime.now()})
+        raise RetryRequest(again, delay=0.05, reason="stamped")
+    return await call_next(request)
+""",
+    )
+    .replace("    start_urls = []\n", "    start_urls = []\n    middlewares = [stamp_page_3]\n")
+    .replace(
+        'yield {"page": int(response.css("h1::text").get())}',
+        'yield {"page": int(response.css("h1::text").get()), "stamped": "since" in response.meta}',
+    )
+)
+
+
+async def test_a_retry_redis_cannot_hold_is_tried_again_by_its_worker(tmp_path: Path) -> None:
+    """A leased request's retry that cannot be written to Redis (a datetime in its meta) stays with
+    its worker, under its lease: it is downloaded again there and the crawl ends (it used to hold its
+    lease for ever, so no worker ever saw the end)."""
+    site = CountingSite(pages=30, delay=0.01)
+    (tmp_path / "pages.py").write_text(STAMPING_SPIDER)
+    async with serve(site.app()) as base:
+        with redis_server(tmp_path) as server:
+            spider = [str(tmp_path / "pages.py"), "-a", f"base_url={base}", "--redis", server.url]
+            await ended(await eclaw(tmp_path, "seed", *spider))
+            worker = await eclaw(tmp_path, "worker", *spider)
+            _, err = await asyncio.wait_for(worker.communicate(), 30)
+            assert worker.returncode == 0, err.decode()[-3000:]
+            items = await stored_items(server, "pages")
+            status = await ended(await eclaw(tmp_path, "status", "--redis", server.url))
+    assert sorted(item["page"] for item in items) == list(range(30))  # type: ignore[type-var]
+    assert [item["page"] for item in items if item["stamped"]] == [3]
+    assert site.hits == 30  # page 3's first attempt never reached the site
+    assert "0 queued, 0 in flight (leased), 30 items" in status
