@@ -5,21 +5,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from eclaw.cli.common import pairs, setup_logging
 from eclaw.cli.crawl import crawl_with_signals
 from eclaw.cluster.frontier import RedisScheduler
-from eclaw.cluster.link import connect, crawl_prefix, load_client
+from eclaw.cluster.link import connect, crawl_prefix
 from eclaw.cluster.seed import seed
 from eclaw.cluster.sink import cluster_status, export_items, merged_stats
 from eclaw.engine import Engine
-from eclaw.exceptions import EclawError
+from eclaw.exceptions import ConfigError, EclawError
 from eclaw.processes.crawl import processes_wanted
 from eclaw.processes.fork import SIGNALS, fork, wait_for
+from eclaw.processes.outputs import RECORDS, gather_records
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider, make_spider
 from eclaw.stats import Stats
@@ -88,37 +91,69 @@ async def _work(
 def _workers(
     args: argparse.Namespace, spider: type[Spider], effective: Settings, spider_args: dict[str, Any], count: int
 ) -> int:
-    """``count`` workers forked from this process (each quiet: this one prints the merged stats)."""
+    """``count`` workers forked from this process (each quiet: this one prints the merged stats), each with
+    files of record of its own, gathered into the crawl's when they are done."""
+    if effective.trace or effective.metrics_port:
+        raise ConfigError("eclaw worker --processes: not with trace or metrics_port (one worker a command for those)")
     instance = make_spider(spider, spider_args)  # bad spider arguments: one error here, not one per worker
-    load_client()  # imported once, here, not by each worker
+    asyncio.run(_reachable(args.redis))  # and an unreachable Redis; redis-py is imported once, here
     names = [f"{args.name}-{k + 1}" if args.name else None for k in range(count)]
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # a Ctrl-C from here waits for wait_for's handler
+    scratch = Path(tempfile.mkdtemp(prefix="eclaw-workers-"))
+    parts = [scratch / f"worker-{k + 1}" for k in range(count)]
     try:
-        pids = [fork(functools.partial(_forked, args.redis, spider, effective, spider_args, name)) for name in names]
-        codes = asyncio.run(wait_for(pids))
+        settings = [effective.replace({n: str(part / f"{n}.jsonl") for n in RECORDS if getattr(effective, n)})
+                    for part in parts]  # fmt: skip
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # a Ctrl-C from here waits for wait_for's handler
+        try:
+            pids = [fork(functools.partial(_forked, args.redis, spider, mine, spider_args, name))
+                    for mine, name in zip(settings, names, strict=True)]  # fmt: skip
+            codes = asyncio.run(wait_for(pids))
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        gather_records(parts, effective, instance.name)
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return _ended(args, codes, crawl_prefix(instance.name))
+
+
+def _ended(args: argparse.Namespace, codes: list[int], prefix: str) -> int:
+    """What the forked workers' exit codes come to: the merged stats once all finished the crawl."""
+    if 130 in codes:
+        print("eclaw: interrupted", file=sys.stderr)
+        return 130
+    if 2 in codes:
+        print(f"{codes.count(2)} of {len(codes)} workers failed (the error is above)", file=sys.stderr)
+        return 2
     if any(codes):
         stopped = sum(1 for code in codes if code)
-        print(f"{stopped} of {count} workers stopped: what they held is back in the queue; start them again to go on")
-        return 2 if 2 in codes else 1
-    merged, items = asyncio.run(_finish(args.redis, crawl_prefix(instance.name), args.output))
-    print(f"{count} workers on this machine")
+        print(f"{stopped} of {len(codes)} workers stopped: what they held is back in the queue; start them again")
+        return 1
+    merged, items = asyncio.run(_finish(args.redis, prefix, args.output))
+    print(f"{len(codes)} workers on this machine")
     _print_merged(merged, items, args.output)
     return 0
 
 
 def _forked(url: str, spider: type[Spider], effective: Settings, spider_args: dict[str, Any], name: str | None) -> int:
-    """A forked worker: 0 once the crawl is over, 1 if it stopped before, 2 on an error (said in one line)."""
+    """A forked worker: 0 once the crawl is over, 1 if it stopped before, 2 on an error (said in one line),
+    130 on a second Ctrl-C."""
     try:
         stats, scheduler = asyncio.run(_work(url, spider, effective, {}, spider_args, name, quiet=True))
     except EclawError as exc:
         print(f"eclaw: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
     if stats.finish_reason != "finished":
         print(f"worker {scheduler.worker} stopped ({stats.finish_reason})", file=sys.stderr)
         return 1
     return 0
+
+
+async def _reachable(url: str) -> None:
+    """Redis answers at ``url`` (a one-line :class:`ConfigError` if not)."""
+    redis = await connect(url)
+    await redis.aclose()
 
 
 def _print_merged(merged: Stats, items: int, output: str | None) -> None:

@@ -237,12 +237,21 @@ class RedisScheduler:
             queued = sum(1 for result in results if result)
             self.counts = (self.counts[0] + queued, *self.counts[1:])
         if kept:
-            await self._acquire(kept)  # their host slots, as for requests just leased
-            self._wake()
+            await self._keep(kept)
         if self.seed and not self._marked_seeded:
             await self.link.call(lambda: self.link.command("SET", self.prefix + "seeded", "1"))
             self._marked_seeded = True
         return reasons
+
+    async def _keep(self, requests: list[Request]) -> None:
+        """Leased requests (retries) that cannot go back to Redis: tried again here, under their leases,
+        once they have a slot of their host, as requests just leased (counted as asked for meanwhile)."""
+        self._asking += len(requests)
+        try:
+            await self._acquire(requests)
+        finally:
+            self._asking -= len(requests)
+        self._wake()
 
     async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
         """Record ``requests`` as seen in the crawl's shared filter (where a redirect led), unqueued."""

@@ -16,7 +16,7 @@ from eclaw.http.urls import redact_url
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["RedisLink", "ScriptCall", "connect", "crawl_prefix", "load_client"]
+__all__ = ["RedisLink", "ScriptCall", "connect", "crawl_prefix"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -25,19 +25,12 @@ _CONNECTIONS = 64  # per client; more gain nothing against one single-threaded r
 _SCRIPTS = ("ENQUEUE", "LEASE", "COMPLETE", "REQUEUE", "REAP", "COUNT", "ACQUIRE", "MARK")
 
 
-def load_client() -> None:
-    """Import redis-py (0.1 s on the bench machine): done before forking workers, they start without it; a
-    one-line :class:`ConfigError` if it is not installed."""
-    try:
-        import redis.asyncio  # noqa: F401
-    except ImportError:
-        raise ConfigError("scheduler_url needs the redis package: pip install 'eclaw[redis]'") from None
-
-
 async def connect(url: str) -> Redis:
     """A client for ``url``, checked with a PING: a one-line :class:`ConfigError` if Redis cannot be reached."""
-    load_client()
-    from redis.asyncio import BlockingConnectionPool, Redis
+    try:
+        from redis.asyncio import BlockingConnectionPool, Redis
+    except ImportError:
+        raise ConfigError("scheduler_url needs the redis package: pip install 'eclaw[redis]'") from None
     from redis.exceptions import RedisError
 
     if not url.startswith(("redis://", "rediss://", "unix://")):

@@ -17,12 +17,14 @@ __all__ = ["SIGNALS", "fork", "wait_for"]
 
 SIGNALS = {signal.SIGINT, signal.SIGTERM}
 _PR_SET_PDEATHSIG = 1
+_POLL = 0.02  # seconds between two looks for ended processes, where there is no pidfd
 
 
 def fork(run: Callable[[], int]) -> int:
     """Start a process that runs ``run`` (its return value the exit code) in a session of its own (a
     terminal's Ctrl-C reaches the parent, which passes it on); its pid. Its standard output goes nowhere:
     the parent prints the summary. Call it with SIGINT and SIGTERM blocked, and no event loop running."""
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
@@ -31,9 +33,10 @@ def fork(run: Callable[[], int]) -> int:
         os.setsid()
         with contextlib.suppress(OSError, AttributeError):  # killed with the parent, even by kill -9 (Linux)
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-        code = run()
+        if os.getppid() == parent:  # else the parent died before that was asked: nothing to run for
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+            code = run()
     except BaseException:
         traceback.print_exc()
     finally:
@@ -44,19 +47,31 @@ def fork(run: Callable[[], int]) -> int:
 async def wait_for(pids: list[int]) -> list[int]:
     """Wait for the processes ``pids``, passing each SIGINT or SIGTERM the parent gets on to those still
     running (a first asks them to stop, a second to stop at once); their exit codes, in order. Each
-    process's end is seen at once, through its pidfd (Linux)."""
+    process's end is seen at once through its pidfd (Linux 5.3+), elsewhere within ``_POLL`` seconds."""
     loop = asyncio.get_running_loop()
     codes: dict[int, int] = {}
     ended = asyncio.Event()
-    pidfds = {pid: os.pidfd_open(pid) for pid in pids}
+    pidfds = _pidfds(pids)
 
     def reap(pid: int) -> None:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            code = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # collected elsewhere: its code is lost
+            done, code = pid, 1
         if done:
-            codes[pid] = os.waitstatus_to_exitcode(status)
-            loop.remove_reader(pidfds[pid])
+            codes[pid] = code
+            if pid in pidfds:
+                loop.remove_reader(pidfds[pid])
             if len(codes) == len(pids):
                 ended.set()
+
+    def poll() -> None:
+        for pid in pids:
+            if pid not in codes:
+                reap(pid)
+        if not ended.is_set():
+            loop.call_later(_POLL, poll)
 
     def forward(signum: int) -> None:
         for pid in pids:
@@ -66,6 +81,8 @@ async def wait_for(pids: list[int]) -> list[int]:
 
     for pid, pidfd in pidfds.items():
         loop.add_reader(pidfd, reap, pid)
+    if not pidfds:
+        poll()
     for signum in SIGNALS:
         loop.add_signal_handler(signum, forward, signum)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # one that came while they started is handled now
@@ -79,3 +96,16 @@ async def wait_for(pids: list[int]) -> list[int]:
                 loop.remove_reader(pidfd)
             os.close(pidfd)
     return [codes[pid] for pid in pids]
+
+
+def _pidfds(pids: list[int]) -> dict[int, int]:
+    """A pidfd for each process (readable once it ended), or none where the system has none."""
+    pidfds: dict[int, int] = {}
+    try:
+        for pid in pids:
+            pidfds[pid] = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, a kernel before 5.3, or a sandbox refusing it: polled
+        for pidfd in pidfds.values():
+            os.close(pidfd)
+        return {}
+    return pidfds

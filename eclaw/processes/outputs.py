@@ -23,7 +23,7 @@ from eclaw.stats import Stats, merge_stats
 from eclaw.storage.outputs import output_for
 from eclaw.storage.paths import resolve_path
 
-__all__ = ["RECORDS", "export_items_to", "finish_outputs", "merged_stats"]
+__all__ = ["RECORDS", "export_items_to", "finish_outputs", "gather_records", "merged_stats"]
 
 RECORDS = ("failures", "drops", "dead_letter")  # the files of record: each process keeps its own
 
@@ -115,7 +115,7 @@ def finish_outputs(
             rest.append(output)
     if rest:
         asyncio.run(export_items_to(rest, _items(jobs), spider, settings, stats))
-    _gather_records([Path(job.items).parent for job in jobs], settings, spider.name)
+    gather_records([Path(job.items).parent for job in jobs], settings, spider.name)
 
 
 def _concatenate(sources: list[Path], target: Path) -> int:
@@ -141,14 +141,15 @@ def _items(jobs: list[Job]) -> Iterator[dict[str, Any]]:
                     yield json.loads(line)
 
 
-def _gather_records(parts: list[Path], settings: Settings, spider: str) -> None:
-    """Each process kept its own files of record (failures, drops, dead letters: a resumed process cuts
-    its own back); the crawl's are theirs, one after the other."""
+def gather_records(parts: list[Path], settings: Settings, spider: str) -> None:
+    """Each process kept its own files of record (``PART/failures.jsonl``...: a resumed process cuts its
+    own back); the crawl's are theirs, one after the other, in place of what an earlier run left."""
     for name in RECORDS:
         template = getattr(settings, name)
         if not template:
             continue
         target = resolve_path(template, spider, settings.run_key)
+        target.unlink(missing_ok=True)
         for part in parts:
             source = part / f"{name}.jsonl"
             if source.exists() and source.stat().st_size:

@@ -7,6 +7,7 @@ dead one (404). Each item says which process parsed it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from pathlib import Path
@@ -101,6 +102,9 @@ async def test_three_forked_workers_share_the_crawl_and_its_limits(tmp_path: Pat
     assert int(merged.split("parsed")[1].split()[0]) == ENTRIES
     assert int(merged.split("http 404")[1].split()[0]) == len(range(0, ENTRIES, 7))
     assert len((tmp_path / "all.jsonl").read_text(encoding="utf-8").splitlines()) == ENTRIES
+    failures = (tmp_path / "eclaw-data" / "glossary" / "failures.jsonl").read_text().splitlines()
+    dead = {json.loads(line)["url"].split("/")[-1].split("?")[0] for line in failures}
+    assert len(failures) == len(dead) == len(range(0, ENTRIES, 7))  # each worker's, gathered, each once
 
 
 async def test_ctrl_c_stops_every_forked_worker_and_a_second_run_finishes_the_crawl(tmp_path: Path) -> None:
@@ -126,11 +130,39 @@ async def test_ctrl_c_stops_every_forked_worker_and_a_second_run_finishes_the_cr
     assert site.hits <= ENTRIES + 4  # at most the requests in flight at the stop were fetched again
 
 
-async def test_a_bad_process_count_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    (tmp_path / "glossary.py").write_text(SPIDER)
-    worker = await eclaw(
-        tmp_path, "worker", str(tmp_path / "glossary.py"), "--redis", "redis://127.0.0.1:1/0", "--processes", "0"
+async def test_a_second_ctrl_c_stops_the_workers_at_once_in_one_line(tmp_path: Path) -> None:
+    site = Glossary(delay=0.3)
+    async with serve(site.app()) as base:
+        with redis_server(tmp_path) as server:
+            spider = await seeded(tmp_path, server, base)
+            command = await eclaw(tmp_path, "worker", *spider, "-s", "shutdown_timeout=30", "--processes", "2")
+            for _ in range(500):
+                if site.hits >= 4:
+                    break
+                await asyncio.sleep(0.02)
+            command.send_signal(signal.SIGINT)
+            await asyncio.sleep(0.2)
+            command.send_signal(signal.SIGINT)  # the downloads in flight are not waited for
+            _, err = await asyncio.wait_for(command.communicate(), 20)
+    assert command.returncode == 130
+    assert err.decode().count("eclaw: interrupted") == 1 and "Traceback" not in err.decode()
+
+
+async def bad_worker(tmp: Path, *args: str) -> tuple[int | None, str]:
+    (tmp / "glossary.py").write_text(SPIDER)
+    worker = await eclaw(tmp, "worker", str(tmp / "glossary.py"), *args)
+    _, err = await worker.communicate()
+    return worker.returncode, err.decode().strip()
+
+
+async def test_bad_input_to_forked_workers_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    nowhere = ["--redis", "redis://127.0.0.1:1/0"]
+    code, err = await bad_worker(tmp_path, *nowhere, "--processes", "0")
+    assert (code, err) == (2, "eclaw: error: --processes expects a number of processes or 'auto', got '0'")
+    code, err = await bad_worker(tmp_path, *nowhere, "--processes", "3")  # said once, not by each worker
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("eclaw: error: cannot reach Redis at redis://127.0.0.1:1/0")
+    code, err = await bad_worker(tmp_path, *nowhere, "--processes", "2", "-s", "trace=t.jsonl")
+    assert code == 2 and err == (
+        "eclaw: error: eclaw worker --processes: not with trace or metrics_port (one worker a command for those)"
     )
-    out, err = await worker.communicate()
-    assert worker.returncode == 2
-    assert err.decode().strip() == "eclaw: error: --processes expects a number of processes or 'auto', got '0'"

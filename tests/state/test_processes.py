@@ -68,10 +68,11 @@ def pages_in(tmp: Path) -> tuple[list[int], list[int]]:
 async def test_two_processes_crawl_every_page_once_into_every_output(tmp_path: Path) -> None:
     parsed, failed = expected()
     async with serve(make_app(delay=0.0)) as base:
-        out = await finished(await crawl(base, tmp_path), "the crawl")
-    assert pages_in(tmp_path) == (sorted(parsed), sorted(parsed))
-    assert failed_in(tmp_path) == sorted(failed)  # each process's failures, gathered into the crawl's file
-    assert "written to" in out and re.search(r"finish reason\s+finished", out)
+        for run in ("the crawl", "the same crawl again"):  # the second run's files replace the first's
+            out = await finished(await crawl(base, tmp_path), run)
+            assert pages_in(tmp_path) == (sorted(parsed), sorted(parsed))
+            assert failed_in(tmp_path) == sorted(failed)  # each process's failures, gathered into the crawl's
+            assert "written to" in out and re.search(r"finish reason\s+finished", out)
 
 
 async def started(process: asyncio.subprocess.Process, state: Path) -> None:
