@@ -27,6 +27,7 @@ from eclaw import Spider
 
 class Glossary(Spider):
     name = "glossary"
+    item_key = ("entry",)  # an entry redone by another worker is the same item, whoever parsed it
 
     def __init__(self, base_url="", **kwargs):
         super().__init__(**kwargs)
@@ -128,6 +129,46 @@ async def test_ctrl_c_stops_every_forked_worker_and_a_second_run_finishes_the_cr
             items = await stored_items(server, "glossary")
     assert sorted(item["entry"] for item in items) == list(range(ENTRIES))  # type: ignore[type-var]
     assert site.hits <= ENTRIES + 4  # at most the requests in flight at the stop were fetched again
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+async def test_the_command_killed_takes_its_workers_and_another_finishes_the_crawl(tmp_path: Path) -> None:
+    site = Glossary(delay=0.05)
+    async with serve(site.app()) as base:
+        with redis_server(tmp_path) as server:
+            spider = await seeded(tmp_path, server, base)
+            command = await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=1", "--processes", "2")
+            for _ in range(500):
+                if len(await stored_items(server, "glossary")) >= 20:
+                    break
+                await asyncio.sleep(0.02)
+            workers = children_of(command.pid)
+            assert len(workers) == 2
+            command.send_signal(signal.SIGKILL)  # no handler, no goodbye: the kernel ends its workers too
+            await command.wait()
+            for _ in range(250):
+                if not alive(workers):
+                    break
+                await asyncio.sleep(0.02)
+            assert not alive(workers)
+            await ended(await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=1"))  # takes their leases
+            items = await stored_items(server, "glossary")
+    assert sorted(item["entry"] for item in items) == list(range(ENTRIES))  # type: ignore[type-var]
 
 
 async def test_a_second_ctrl_c_stops_the_workers_at_once_in_one_line(tmp_path: Path) -> None:
