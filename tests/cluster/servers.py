@@ -84,16 +84,20 @@ class CountingSite:
         self.pages, self.delay = pages, delay
         self.in_flight = self.peak = self.hits = 0
 
+    async def delayed(self) -> None:
+        """Wait ``delay`` seconds for one request, counted in flight meanwhile."""
+        self.in_flight += 1
+        self.hits += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+
     def app(self) -> web.Application:
         async def page(request: web.Request) -> web.Response:
             n = int(request.match_info["n"])
-            self.in_flight += 1
-            self.hits += 1
-            self.peak = max(self.peak, self.in_flight)
-            try:
-                await asyncio.sleep(self.delay)
-            finally:
-                self.in_flight -= 1
+            await self.delayed()
             links = "".join(f'<a href="/p/{m}">{m}</a>' for m in range(n + 1, min(n + 4, self.pages)))
             return web.Response(text=f"<html><h1>{n}</h1>{links}</html>", content_type="text/html")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from aiohttp import web
 
 from eclaw.testing import serve
-from tests.cluster.servers import RedisServer, redis_server
-from tests.cluster.test_cluster import eclaw, ended, stored_items
+from tests.cluster.servers import CountingSite, RedisServer, redis_server
+from tests.cluster.test_cluster import eclaw, ended, stored_items, wait_for_items
 
 ENTRIES = 240
 WORDS = ["žluťoučký", "kůň", "úpěl", "ďábelské", "ódy", "šťáva", "řeřicha", "čočka"]
@@ -40,12 +40,11 @@ class Glossary(Spider):
 """
 
 
-class Glossary:
+class Glossary(CountingSite):
     """The glossary, answering each entry after ``delay`` seconds; the most entries asked at once."""
 
     def __init__(self, delay: float = 0.02) -> None:
-        self.delay = delay
-        self.in_flight = self.peak = self.hits = 0
+        super().__init__(ENTRIES, delay)
 
     @staticmethod
     def word(n: int) -> str:
@@ -56,13 +55,7 @@ class Glossary:
             n = int(request.match_info["n"])
             if n >= ENTRIES:
                 raise web.HTTPNotFound()
-            self.in_flight += 1
-            self.hits += 1
-            self.peak = max(self.peak, self.in_flight)
-            try:
-                await asyncio.sleep(self.delay)
-            finally:
-                self.in_flight -= 1
+            await self.delayed()
             targets = [m for m in (2 * n + 1, 2 * n + 2) if m < ENTRIES] + [(n * 7) % ENTRIES]
             targets += [ENTRIES + n] if n % 7 == 0 else []  # a dead link
             links = "".join(f'<a href="{m}?lang=cs&amp;v=2">{self.word(m)}</a>' for m in targets)
@@ -115,10 +108,7 @@ async def test_ctrl_c_stops_every_forked_worker_and_a_second_run_finishes_the_cr
             spider = await seeded(tmp_path, server, base)
             limits = ["-s", "concurrency=2"]
             first = await eclaw(tmp_path, "worker", *spider, *limits, "--processes", "2")
-            for _ in range(500):
-                if len(await stored_items(server, "glossary")) >= 20:
-                    break
-                await asyncio.sleep(0.02)
+            await wait_for_items(server, "glossary", 20)
             first.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C: to the command, which tells its workers
             out, _ = await asyncio.wait_for(first.communicate(), 60)
             assert first.returncode == 1
@@ -153,10 +143,7 @@ async def test_the_command_killed_takes_its_workers_and_another_finishes_the_cra
         with redis_server(tmp_path) as server:
             spider = await seeded(tmp_path, server, base)
             command = await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=1", "--processes", "2")
-            for _ in range(500):
-                if len(await stored_items(server, "glossary")) >= 20:
-                    break
-                await asyncio.sleep(0.02)
+            await wait_for_items(server, "glossary", 20)
             workers = children_of(command.pid)
             assert len(workers) == 2
             command.send_signal(signal.SIGKILL)  # no handler, no goodbye: the kernel ends its workers too
