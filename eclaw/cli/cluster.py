@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_seed(spider, settings, overrides, spider_args, args.reset))
     count = processes_wanted(args.processes)
     if count > 1:
-        return _workers(args, spider, Settings.from_env().replace(overrides), spider_args, count)
+        return _workers(args, spider, settings.replace(overrides), spider_args, count)
     stats, scheduler = asyncio.run(_work(args.redis, spider, settings, overrides, spider_args, args.name, quiet=False))
     if stats.finish_reason != "finished":
         print(stats.summary())

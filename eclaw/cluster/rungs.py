@@ -14,7 +14,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from eclaw.cluster.link import connect
+from eclaw.cluster.link import connect, crawl_prefix
 from eclaw.downloaders.rungs import Rungs
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class SharedRungs:
 
     def __init__(self, url: str, spider: str, rungs: Rungs, every: float = 2.0) -> None:
         self._url = url
-        self._key = f"eclaw:{spider}:rungs"
+        self._key = crawl_prefix(spider) + "rungs"
         self._rungs = rungs
         self._every = every
         self._client: Redis | None = None

@@ -6,7 +6,7 @@ import json
 import uuid
 
 from eclaw.cluster.frontier import RedisScheduler
-from eclaw.cluster.link import connect
+from eclaw.cluster.link import connect, crawl_prefix
 from eclaw.http import Request
 from eclaw.settings import Settings
 from eclaw.spider import Spider, iterate_start_requests
@@ -19,7 +19,7 @@ async def seeded(url: str, spider: str) -> bool:
     """Whether the crawl of ``spider`` in this Redis was seeded already (a resumed crawl is)."""
     redis = await connect(url)
     try:
-        return bool(await redis.exists(f"eclaw:{spider}:seeded"))
+        return bool(await redis.exists(crawl_prefix(spider) + "seeded"))
     finally:
         await redis.aclose()
 
@@ -31,7 +31,7 @@ async def seed(instance: Spider, settings: Settings, *, reset: bool = False) -> 
     if reset:
         redis = await connect(settings.scheduler_url)
         try:
-            keys = [key async for key in redis.scan_iter(match=f"eclaw:{instance.name}:*")]
+            keys = [key async for key in redis.scan_iter(match=crawl_prefix(instance.name) + "*")]
             if keys:
                 await redis.delete(*keys)
         finally:
