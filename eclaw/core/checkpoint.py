@@ -11,7 +11,7 @@ from eclaw.contracts import Resumable
 from eclaw.core.activity import Activity
 from eclaw.core.intake import Intake
 from eclaw.core.state import CrawlState, Saved, restore_outputs, save_outputs
-from eclaw.frontier.base import Scheduler
+from eclaw.frontier.base import Fed, Scheduler
 from eclaw.spider import Spider
 from eclaw.stats import Stats
 
@@ -99,7 +99,7 @@ class Checkpointer:
                 outputs=save_outputs(self._outputs),
                 dupefilter=dupefilter.dump if dupefilter is not None else None,
             )
-        await state.save(snapshot)
+        await state.save(snapshot, self._scheduler.checkpointed if isinstance(self._scheduler, Fed) else None)
 
     async def close(self, *, ran: bool) -> None:
         """The last checkpoint (if the loop came to its end: a consistent point), then release the directory."""

@@ -47,7 +47,7 @@ from eclaw.events import (
     SpiderOpened,
 )
 from eclaw.exceptions import EclawError
-from eclaw.frontier.base import Fed
+from eclaw.frontier.base import Fed, Feed
 from eclaw.http import Request
 from eclaw.observe.logs import crawl_logs
 from eclaw.observe.snapshots import Snapshots
@@ -99,7 +99,12 @@ class Crawl:
         self._completions = shared
         self.intake = Intake(self.scheduler, bus, stats, journal, activity, self._pump)
         if isinstance(self.scheduler, Fed):  # a process of a crawl on several: the others' links come in here
-            self.scheduler.feed(lambda requests: self.intake.admit(requests, again=False), lambda: self._stopping)
+            intake, state = self.intake, parts.state
+            self.scheduler.feed(Feed(
+                admit=lambda requests: intake.admit(requests, again=False), adopt=intake.adopt, lent=intake.lent,
+                save_soon=state.soon if state is not None else lambda: None, stopping=lambda: self._stopping,
+                saved=state is not None,
+            ))  # fmt: skip
         callbacks = CallbackRunner(
             spider=self.spider, parser=parts.parser, bus=bus, items=self.items, stats=stats, activity=activity,
             stop=self.stop, assign=self.intake.assign, referer=self.settings.referer, snapshots=self.snapshots,

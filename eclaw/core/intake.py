@@ -68,6 +68,23 @@ class Intake:
         self._activity.admitted += len(requests)
         await self._pump()
 
+    async def adopt(self, requests: list[Request]) -> None:
+        """Requests another process of the crawl lent this one (``--processes``): checked and counted
+        there, so queued as they are, and saved from now on as this crawl's own."""
+        scheduler = self._scheduler
+        assert isinstance(scheduler, TakesBack)
+        self._journal.assign(requests)
+        self._journal.admitted(requests, [None] * len(requests), again=False)
+        scheduler.take_back(requests)
+        self._activity.admitted += len(requests)
+        await self._pump()
+
+    def lent(self, requests: list[Request]) -> None:
+        """Requests this crawl's frontier lent another process: that one fetches them (and saves them)."""
+        self._stats.counters["requests lent to another process"] += len(requests)
+        for request in requests:
+            self._journal.done(request)
+
     async def admit(self, requests: list[Request], *, again: bool, parent: Any = None) -> None:
         """Into the frontier; the drops published with ``parent``, the response the requests come from."""
         self._journal.assign(requests)

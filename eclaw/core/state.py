@@ -269,6 +269,11 @@ class CrawlState:
     def due(self) -> bool:
         return self._due
 
+    def soon(self) -> None:
+        """Take a checkpoint as soon as the crawl can."""
+        self._due = True
+        self._wake()
+
     def _arm(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(self._interval, self._tick)
 
@@ -326,10 +331,16 @@ class CrawlState:
             obsolete, self._dupefilter = self._dupefilter, self.directory / name
         return _Snapshot(rows, done, meta, files, obsolete)
 
-    async def save(self, snapshot: _Snapshot) -> None:
-        """Write ``snapshot`` in the background (one transaction); waits for the previous write first."""
+    async def save(self, snapshot: _Snapshot, then: Callable[[], None] | None = None) -> None:
+        """Write ``snapshot`` in the background (one transaction), then call ``then``; waits for the
+        previous write first."""
         await self.saved()
-        self._saving = asyncio.ensure_future(self._writer.run(self._write, snapshot))
+        self._saving = asyncio.ensure_future(self._save(snapshot, then))
+
+    async def _save(self, snapshot: _Snapshot, then: Callable[[], None] | None) -> None:
+        await self._writer.run(self._write, snapshot)
+        if then is not None:
+            then()
 
     async def saved(self) -> None:
         """Wait for the checkpoint being written, if any."""

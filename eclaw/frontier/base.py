@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from eclaw.http import Request
@@ -20,6 +21,7 @@ __all__ = [
     "FORWARDED",
     "DupeFilter",
     "Fed",
+    "Feed",
     "Scheduler",
     "TakesBack",
     "check_request",
@@ -107,16 +109,32 @@ class TakesBack(Protocol):
     def take_back(self, requests: Sequence[Request]) -> None: ...
 
 
+@dataclass(frozen=True)
+class Feed:
+    """The crawl's side of a :class:`Fed` frontier: its ways in and out for requests."""
+
+    admit: Callable[[list[Request]], Awaitable[None]]  # found by another process: filtered, counted, saved
+    adopt: Callable[[list[Request]], Awaitable[None]]  # lent by another process: queued as they are, saved
+    lent: Callable[[list[Request]], None]  # lent to another process: no longer this crawl's to save
+    save_soon: Callable[[], None]  # take a checkpoint as soon as the crawl can (--state)
+    stopping: Callable[[], bool]
+    saved: bool  # the crawl keeps a state (--state): what it lends counts once a checkpoint holds it
+
+
 @runtime_checkable
 class Fed(Protocol):
     """A frontier that requests also reach from outside the crawl: the links the other processes of
-    a crawl on several (``--processes``) found for its part. The crawl hands it ``admit`` (they
-    enter as its own do: filtered, counted, saved), and when it has nothing left to do it awaits
-    ``idle`` before it ends: that returns once more work was queued, or the crawl as a whole is over."""
+    a crawl on several (``--processes``) found for its part, and requests of theirs they lend it once it
+    has nothing left to do. The crawl hands it a :class:`Feed`, tells it when a checkpoint it took is on
+    disk (``checkpointed``), and when it has nothing left to do it awaits ``idle`` before it ends: that
+    returns once more work was queued, or the crawl as a whole is over."""
 
-    def feed(self, admit: Callable[[list[Request]], Awaitable[None]], stopping: Callable[[], bool]) -> None: ...
+    def feed(self, feed: Feed) -> None: ...
 
     async def idle(self) -> None: ...
+
+    def checkpointed(self) -> None:
+        """The checkpoint last taken (``checkpoint()``, as a :class:`~eclaw.contracts.Resumable`) is on disk."""
 
     def elsewhere(self, url: str) -> bool:
         """Whether ``url`` is another process's to fetch (a redirect that led there goes to it)."""

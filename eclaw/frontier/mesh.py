@@ -12,6 +12,13 @@ pages are crawled again) and writes that length to ``A-B.base``; the reader star
 again from the lesser of where it had saved reading and that base, so it reads
 again what it had not saved, and never skips a link written afresh.
 
+A process with nothing left to do may be lent requests by a busy one (see
+:class:`~eclaw.frontier.partition.PartScheduler`): they come in the same file, each line
+marked with :data:`LENT`. The lender has forgotten them, and its saved state must say so
+before the borrower may take them, or a crash of the lender would see them crawled twice:
+each lent line is read only once it is within ``A-B.commit``, the length the lender's last
+checkpoint on disk holds (without ``--state``, the file's length as soon as it is written).
+
 Also in the directory: ``status-K.json`` (is process K idle, and how far has it read),
 ``end`` (written by the parent once every process is idle and every file read to its
 end), ``stats-K.json`` (each process's stats when it is done) and ``count``.
@@ -25,9 +32,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Mesh", "mesh_files", "read_status"]
+__all__ = ["LENT", "Mesh", "mesh_files", "read_status"]
 
 _READ_MAX = 4 << 20  # bytes of one inbox file read at once, at most
+LENT = b"="  # the start of the line of a request lent to the reader (no URL and no JSON record starts so)
 
 
 def mesh_files(directory: Path, count: int) -> list[tuple[int, int, Path]]:
@@ -47,6 +55,7 @@ class Mesh:
         self._based: set[int] = set()  # peers whose base for this run is known (their file may be read)
         self._saved: dict[str, Any] | None = None
         self._said: dict[str, Any] | None = None
+        self._committed: dict[int, int] = {}  # peer -> the length of its file whose lent lines may be read
 
     def _path(self, writer: int, reader: int, suffix: str = ".jsonl") -> Path:
         return self.directory / f"{writer}-{reader}{suffix}"
@@ -77,6 +86,7 @@ class Mesh:
             os.ftruncate(fd, length)
             self._out[peer], self._sent[peer] = fd, length
             self._read[peer] = read.get(peer, 0)
+            self.commit(peer, length)  # all of it is in the saved state: before the base lets it be read
             _write_atomically(self._path(self.part, peer, ".base"), str(length))
 
     def close(self) -> None:
@@ -91,6 +101,14 @@ class Mesh:
         data = b"".join(lines)
         os.write(self._out[peer], data)
         self._sent[peer] += len(data)
+
+    def sent(self, peer: int) -> int:
+        """The length of ``peer``'s file so far."""
+        return self._sent[peer]
+
+    def commit(self, peer: int, length: int) -> None:
+        """The lent lines of ``peer``'s file up to ``length`` may be read: their lender's state holds them."""
+        _write_atomically(self._path(self.part, peer, ".commit"), str(length))
 
     def arrivals(self) -> dict[int, tuple[list[bytes], int]]:
         """What each peer wrote since it was last read: its whole lines, and where reading them ends.
@@ -110,9 +128,27 @@ class Mesh:
             except FileNotFoundError:
                 continue
             end = data.rfind(b"\n") + 1  # a line being written is read once it is whole
+            if end and (data.startswith(LENT) or b"\n" + LENT in data[:end]):
+                end = self._committed_end(peer, data[:end], start)
             if end:
                 found[peer] = (data[:end].splitlines(), start + end)
         return found
+
+    def _committed_end(self, peer: int, data: bytes, start: int) -> int:
+        """Where the lines of ``data`` (read from ``start``) that may be taken now end: before the first
+        lent line past the lender's commit."""
+        committed = self._committed.get(peer, 0)
+        if start + len(data) > committed:
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                committed = self._committed[peer] = int(self._path(peer, self.part, ".commit").read_text())
+        if start + len(data) <= committed:
+            return len(data)
+        position = 0
+        for line in data.splitlines(keepends=True):
+            if line.startswith(LENT) and start + position + len(line) > committed:
+                break
+            position += len(line)
+        return position
 
     def taken(self, peer: int, position: int) -> None:
         self._read[peer] = position

@@ -8,6 +8,14 @@ its share of the host's connections. A process queues, deduplicates and saves (w
 ``--state``) only its own requests, exactly as one process does; the others go to
 their owner through :class:`~eclaw.frontier.mesh.Mesh`. Nothing is shared but those
 files: no process waits for another on a link.
+
+A process that has nothing left to do while another still has a queue is lent part of
+it, so the crawl does not end on one process alone: the lender takes the requests it
+queued last out of its frontier (of hosts shared among the processes: a host paced as a
+whole stays with its owner) and writes them to the idle one's file, marked as lent; the
+borrower queues them as they are (they were filtered and counted by their owner) and saves
+them as its own, and the lender's saved state forgets them (see the mesh for the order of
+the two). A retry of a lent request, or a redirect, goes back to its owner as any link does.
 """
 
 from __future__ import annotations
@@ -15,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import NotSerialisable
-from eclaw.frontier.base import FORWARDED, check_request, fingerprint, host_overrides
-from eclaw.frontier.mesh import Mesh
+from eclaw.frontier.base import FORWARDED, Feed, check_request, fingerprint, host_overrides
+from eclaw.frontier.mesh import LENT, Mesh, read_status
 from eclaw.frontier.scheduler import DefaultScheduler
 from eclaw.frontier.serial import from_line, to_line
 from eclaw.http import Request
@@ -34,6 +42,7 @@ __all__ = ["PartScheduler"]
 
 logger = logging.getLogger(__name__)
 _POLL = 0.005  # seconds between two looks at the other processes' files
+_LEND_EVERY = 20  # polls between two looks for an idle process to lend requests to
 
 
 class PartScheduler(DefaultScheduler):
@@ -49,8 +58,11 @@ class PartScheduler(DefaultScheduler):
         self._paced_hosts: frozenset[str] = frozenset()  # hosts given a delay of their own (host_delay)
         self._host_limits: dict[str, int] = {}
         self._default_limit = 1
-        self._admit: Callable[[list[Request]], Awaitable[None]] | None = None
+        self._feed: Feed | None = None
         self._stopping: Callable[[], bool] = lambda: False
+        self._lendable = 0  # requests queued in memory past which some may be lent (the crawl's concurrency)
+        self._uncommitted: dict[int, int] = {}  # peer -> where the lent lines no checkpoint on disk holds end
+        self._at_checkpoint: dict[int, int] = {}  # each peer's file's length at the checkpoint being saved
         self._poller: asyncio.Task[None] | None = None
         self._arrived = asyncio.Event()
         self._idle = False
@@ -73,6 +85,7 @@ class PartScheduler(DefaultScheduler):
         self._host_limits, self._default_limit = limits, per_host
         await super().open(spider, settings, wake)
         self._spider = spider
+        self._lendable = settings.concurrency
         if not self._all_whole:
             self._per_host = per_host // count  # a host's connections, shared among the processes
             for host in delays:
@@ -145,17 +158,18 @@ class PartScheduler(DefaultScheduler):
         return self.owner(Request(url)) != self.mesh.part
 
     async def next_request(self) -> Request | None:
-        if self._poller is None and self._admit is not None:  # the crawl has begun (a resumed one: its
+        if self._poller is None and self._feed is not None:  # the crawl has begun (a resumed one: its
             self._poller = asyncio.create_task(self._poll())  # dupe filter is back): the others' links may come
         return await super().next_request()
 
     # -- the other processes' links --------------------------------------------------------
 
-    def feed(self, admit: Callable[[list[Request]], Awaitable[None]], stopping: Callable[[], bool]) -> None:
-        """The crawl's way in for requests (filtered, counted and saved as its own), and its stop flag."""
-        self._admit, self._stopping = admit, stopping
+    def feed(self, feed: Feed) -> None:
+        """The crawl's ways in and out for requests, and its stop flag."""
+        self._feed, self._stopping = feed, feed.stopping
 
     async def _poll(self) -> None:
+        polls = 0
         while not self._stopping():
             arrived = self.mesh.arrivals()
             if arrived:
@@ -171,16 +185,69 @@ class PartScheduler(DefaultScheduler):
                 self.mesh.say(idle=True)  # with how far it has read now
                 if self.mesh.ended():
                     self._arrived.set()
+            polls += 1
+            if polls % _LEND_EVERY == 0 and not self._idle:
+                self._lend()
             await asyncio.sleep(_POLL)
         self._arrived.set()
 
     async def _take(self, lines: list[bytes]) -> None:
-        assert self._admit is not None
-        requests = [from_line(line, self._spider) for line in lines]
-        for request in requests:
+        assert self._feed is not None
+        found: list[Request] = []
+        lent: list[Request] = []
+        for line in lines:
+            if line.startswith(LENT):
+                lent.append(from_line(line[len(LENT) :], self._spider))
+            else:
+                found.append(from_line(line, self._spider))
+        for request in found + lent:
             request._id = 0  # the sender's id: it gets one of this process's own
-        for start in range(0, len(requests), 1000):
-            await self._admit(requests[start : start + 1000])
+        for start in range(0, len(found), 1000):
+            await self._feed.admit(found[start : start + 1000])
+        if lent:
+            await self._feed.adopt(lent)
+            self._queued += len(lent)
+
+    # -- lending to an idle process ----------------------------------------------------------
+
+    def _lend(self) -> None:
+        """Lend part of this process's queue to the processes that have nothing left to do (idle, and
+        every request sent them read): the requests queued past the crawl's concurrency, if there are as
+        many as that, are shared out evenly between them and this one."""
+        spare = self._in_memory - self._lendable
+        if self._all_whole or spare < self._lendable:
+            return
+        hungry = [peer for peer in self.mesh.peers if self._hungry(peer)]
+        if not hungry:
+            return
+        share = spare // (len(hungry) + 1)
+        for peer in hungry:
+            self._lend_to(peer, self.take_out(share, lambda host: not self._whole(host)))
+
+    def _hungry(self, peer: int) -> bool:
+        status = read_status(self.mesh.directory, peer)
+        return bool(status and status["idle"] and status["read"].get(str(self.mesh.part)) == self.mesh.sent(peer))
+
+    def _lend_to(self, peer: int, requests: list[Request]) -> None:
+        assert self._feed is not None
+        lines, lent, kept = [], [], []
+        for request in requests:
+            try:
+                lines.append(LENT + to_line(request, self._spider))
+                lent.append(request)
+            except NotSerialisable:
+                kept.append(request)  # it cannot be written: it stays here
+        self.take_back(kept)
+        if not lines:
+            return
+        self.mesh.send(peer, lines)
+        self._feed.lent(lent)
+        logger.debug("lent %d requests to process %d", len(lent), peer + 1)
+        if self._feed.saved:  # readable once a checkpoint on disk holds them as lent (checkpointed)
+            self._uncommitted[peer] = self.mesh.sent(peer)
+            self._feed.save_soon()
+        else:
+            self.mesh.commit(peer, self.mesh.sent(peer))
 
     async def idle(self) -> None:
         """The crawl has nothing left to do: wait until the other processes send work (queued here)
@@ -203,7 +270,17 @@ class PartScheduler(DefaultScheduler):
     # -- saved with the crawl (--state) ----------------------------------------------------
 
     def checkpoint(self) -> dict[str, Any]:
-        return self.mesh.checkpoint()
+        saved = self.mesh.checkpoint()
+        self._at_checkpoint = dict(saved["sent"])
+        return saved
+
+    def checkpointed(self) -> None:
+        """What was lent before the checkpoint now on disk may be read by the borrowers."""
+        for peer, end in list(self._uncommitted.items()):
+            length = self._at_checkpoint.get(peer, 0)
+            self.mesh.commit(peer, length)
+            if length >= end:
+                del self._uncommitted[peer]
 
     def restore(self, saved: dict[str, Any]) -> None:
         self.mesh.restore(saved)

@@ -150,6 +150,21 @@ class DefaultScheduler:
         if spill:
             self._spill_rows(spill)
 
+    def take_out(self, count: int, hosts: Callable[[str], bool]) -> list[Request]:
+        """Up to ``count`` of the requests queued last in memory, out of the frontier, from the hosts
+        ``hosts`` allows, a few from each: every host keeps its next request, so its place stands."""
+        taken: list[Request] = []
+        slots = [slot for slot in self._slots.values() if len(slot.heap) > 1 and hosts(slot.host)]
+        for n, slot in enumerate(slots):
+            share = -(-(count - len(taken)) // (len(slots) - n))  # what is left, spread over the hosts left
+            entries = sorted(slot.heap)
+            keep = max(1, len(entries) - share)
+            slot.heap = entries[:keep]  # a sorted list is a heap
+            taken += [request for _, _, request in entries[keep:]]
+        self._pending -= len(taken)
+        self._in_memory -= len(taken)
+        return taken
+
     def _place(self, request: Request, spill: list[Row]) -> None:
         """Queue ``request`` on its host: in memory, or (an ordinary request past the window, or behind
         others of its host on disk) for the disk."""

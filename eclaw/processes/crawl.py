@@ -4,7 +4,8 @@ Each process crawls its own part of the URLs (:mod:`eclaw.frontier.partition`: a
 owner follows from its fingerprint, or its host when the host is paced as a whole) with
 its own frontier, dupe filter, item file and, with ``--state``, saved state
 (``DIR/part-K``); the processes hand each other the links of the others' parts through
-files (``DIR/mesh``, :mod:`eclaw.frontier.mesh`). The parent forks them once the spider
+files (``DIR/mesh``, :mod:`eclaw.frontier.mesh`), and lend part of their queue to one that
+has run out of work. The parent forks them once the spider
 is loaded, watches them (:class:`~eclaw.processes.group.Group`), then writes their items
 to the outputs. Ctrl-C pauses every process; with ``--state`` the same command (with
 the same N) resumes.

@@ -1,0 +1,170 @@
+"""A process of a crawl on two (``--processes 2``) that runs out of work is lent part of the other's
+queue: every page is still crawled once, with or without ``--state``, through a kill -9 of the whole
+crawl while requests are being lent, and a lent request that fails is retried."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from aiohttp import web
+
+from eclaw import Request, Settings
+from eclaw.frontier.base import Feed
+from eclaw.frontier.mesh import LENT, Mesh
+from eclaw.frontier.partition import PartScheduler
+from eclaw.testing import serve
+from tests.state import lopsided
+from tests.state.test_processes import finished
+
+ROOT = Path(__file__).resolve().parents[2]
+SPIDER = str(ROOT / "tests/state/lopsided.py") + ":WordSpider"
+
+
+async def parts_of(urls: list[str]) -> list[int]:
+    """The process whose part of a two-process crawl each URL is (what every process of it says)."""
+    scheduler = PartScheduler(Mesh(Path(tempfile.mkdtemp()), 0, 2))
+    await scheduler.open(lopsided.WordSpider(), Settings(), lambda: None)
+    try:
+        return [scheduler.owner(Request(url)) for url in urls]
+    finally:
+        await scheduler.close()
+
+
+class Site:
+    """The word list, the pages of process 2's part slow."""
+
+    def __init__(self) -> None:
+        self.base = ""
+        self.slow: set[str] = set()
+
+    def app(self) -> web.Application:
+        return lopsided.make_app(lambda path: path in self.slow)
+
+    async def started(self, base: str) -> None:
+        self.base = base
+        paths = [f"/kotoba/{n}?yomi=1" for n in range(lopsided.ENTRIES)]
+        owners = await parts_of([base + path for path in paths])
+        self.slow = {path for path, owner in zip(paths, owners, strict=True) if owner == 1}
+
+
+async def crawl(site: Site, tmp: Path, *extra: str, concurrency: int = 4) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={site.base}", "--processes", "2",
+        "-o", str(tmp / "words.jsonl"), "-s", "store=", "-s", f"concurrency={concurrency}",
+        "--log-level", "WARNING", "-q", *extra,
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+
+
+def items(tmp: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (tmp / "words.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+async def test_the_process_out_of_work_crawls_part_of_the_others_queue(tmp_path: Path) -> None:
+    site = Site()
+    async with serve(site.app()) as base:
+        await site.started(base)
+        assert 120 < len(site.slow) < 240  # about half the entries are process 2's
+        out = await finished(await crawl(site, tmp_path), "the crawl")
+    found = items(tmp_path)
+    assert sorted(item["n"] for item in found) == list(range(lopsided.ENTRIES)), out  # each once
+    assert {item["title"] for item in found} >= {"言葉 第0号", f"言葉 第{lopsided.ENTRIES - 1}号"}
+    parsers: dict[bool, set[object]] = defaultdict(set)
+    slow = {int(path.split("/")[2].partition("?")[0]) for path in site.slow}
+    for item in found:
+        parsers[item["n"] in slow].add(item["pid"])
+    assert len(parsers[False]) == 1  # process 1's own part: only it fetched those
+    assert len(parsers[True]) == 2, out  # process 2's part: both fetched some, the first lent them
+    lent = [item for item in found if item["n"] in slow and item["pid"] in parsers[False]]
+    assert len(lent) >= 20, len(lent)
+    said = re.search(r"requests lent to another process\s+(\d+)", out)
+    assert said and int(said.group(1)) >= len(lent), out  # the summary says so (a retry of one counts once)
+
+
+async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: Path) -> None:
+    """kill -9 of the whole crawl while the fast process is being lent the slow one's pages (checkpoints
+    every tenth of a second, so some kills fall between a lend and the checkpoint that holds it; two
+    downloads at once, so the slow part takes about 7 s with lending), and a Ctrl-C pause: each resume
+    goes on from what was saved, and every entry's item is written once."""
+    site, state, rng = Site(), tmp_path / "state", random.Random(11)
+    async with serve(site.app()) as base:
+        await site.started(base)
+        for _ in range(3):
+            killed = await crawl(site, tmp_path, "--state", str(state), "-s", "checkpoint_interval=0.1", concurrency=2)
+            await asyncio.sleep(rng.uniform(1.0, 2.2))
+            os.killpg(killed.pid, signal.SIGKILL)
+            await killed.wait()
+        paused = await crawl(site, tmp_path, "--state", str(state), concurrency=2)
+        await asyncio.sleep(1.2)
+        os.killpg(paused.pid, signal.SIGINT)
+        assert "crawl paused" in await finished(paused, "the paused crawl")
+        await finished(await crawl(site, tmp_path, "--state", str(state)), "the resumed crawl")
+    assert sorted(item["n"] for item in items(tmp_path)) == list(range(lopsided.ENTRIES))
+
+
+def test_a_lent_line_is_read_once_its_lender_has_saved_it(tmp_path: Path) -> None:
+    """The borrower reads the links before a lent line at once, and the lent line (and what follows)
+    only once the lender says a checkpoint on disk holds it."""
+    lender, borrower = Mesh(tmp_path, 0, 2), Mesh(tmp_path, 1, 2)
+    lender.open()
+    borrower.open()
+    try:
+        lender.send(1, [b"http://a.test/1\t\t0\t\n", LENT + b"http://a.test/2\t\t0\t\n", b"http://a.test/3\t\t0\t\n"])
+        lines, position = borrower.arrivals()[0]
+        assert lines == [b"http://a.test/1\t\t0\t"]
+        borrower.taken(0, position)
+        assert borrower.arrivals() == {}
+        lender.commit(1, lender.sent(1))
+        lines, position = borrower.arrivals()[0]
+        assert lines == [LENT + b"http://a.test/2\t\t0\t", b"http://a.test/3\t\t0\t"]
+        assert position == lender.sent(1)
+    finally:
+        lender.close()
+        borrower.close()
+
+
+async def test_what_is_lent_is_readable_once_a_checkpoint_on_disk_holds_it_as_lent(tmp_path: Path) -> None:
+    """With ``--state`` the lender asks for a checkpoint, and its borrower may read what was lent only
+    once that checkpoint (which no longer holds the requests as its own) is on disk."""
+    spider, settings = lopsided.WordSpider(base_url="http://a.test"), Settings(concurrency=2)
+    lender, borrower = PartScheduler(Mesh(tmp_path, 0, 2)), PartScheduler(Mesh(tmp_path, 1, 2))
+    lent: list[Request] = []
+    saves: list[int] = []
+
+    async def nothing(requests: list[Request]) -> None:
+        return None
+
+    for scheduler in (lender, borrower):
+        await scheduler.open(spider, settings, lambda: None)
+    lender.feed(Feed(nothing, nothing, lent.extend, lambda: saves.append(1), lambda: False, saved=True))
+    try:
+        urls = [f"http://a.test/kotoba/{n}" for n in range(200)]
+        own = [Request(url) for url in urls if lender.owner(Request(url)) == 0]
+        assert await lender.enqueue(own) == [None] * len(own)
+        assert borrower.mesh.arrivals() == {}  # it reads every file: it may say it is idle
+        borrower.mesh.say(idle=True)
+        assert await lender.next_request() is not None  # the crawl has begun: the lender looks for idle ones
+        for _ in range(100):
+            if lent:
+                break
+            await asyncio.sleep(0.01)
+        assert len(lent) >= len(own) // 3 and saves  # lent, and a checkpoint asked for
+        assert lender.pending() == len(own) - 1 - len(lent)
+        assert borrower.mesh.arrivals() == {}  # not in a checkpoint yet: not to be read
+        lender.checkpoint()
+        lender.checkpointed()
+        lines, _ = borrower.mesh.arrivals()[0]
+        assert [line.split(b"\t")[0] for line in lines] == [LENT + r.url.encode() for r in lent]
+    finally:
+        for scheduler in (lender, borrower):
+            await scheduler.close()
