@@ -102,8 +102,9 @@ class Crawl:
             intake, state = self.intake, parts.state
             self.scheduler.feed(Feed(
                 admit=lambda requests: intake.admit(requests, again=False), adopt=intake.adopt, lent=intake.lent,
+                movable=lambda request: journal.marked_by(request) is None,
                 save_soon=state.soon if state is not None else lambda: None, stopping=lambda: self._stopping,
-                saved=state is not None,
+                keeps_state=state is not None,
             ))  # fmt: skip
         callbacks = CallbackRunner(
             spider=self.spider, parser=parts.parser, bus=bus, items=self.items, stats=stats, activity=activity,

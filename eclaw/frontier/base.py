@@ -116,9 +116,10 @@ class Feed:
     admit: Callable[[list[Request]], Awaitable[None]]  # found by another process: filtered, counted, saved
     adopt: Callable[[list[Request]], Awaitable[None]]  # lent by another process: queued as they are, saved
     lent: Callable[[list[Request]], None]  # lent to another process: no longer this crawl's to save
+    movable: Callable[[Request], bool]  # whether a queued request may be lent (none of it lives only here)
     save_soon: Callable[[], None]  # take a checkpoint as soon as the crawl can (--state)
     stopping: Callable[[], bool]
-    saved: bool  # the crawl keeps a state (--state): what it lends counts once a checkpoint holds it
+    keeps_state: bool  # --state: what it lends may be read once a checkpoint on disk holds it as lent
 
 
 @runtime_checkable

@@ -56,6 +56,7 @@ class Mesh:
         self._saved: dict[str, Any] | None = None
         self._said: dict[str, Any] | None = None
         self._committed: dict[int, int] = {}  # peer -> the length of its file whose lent lines may be read
+        self._blocked: dict[int, tuple[int, int]] = {}  # peer -> (start, end) of a lent line not committed yet
 
     def _path(self, writer: int, reader: int, suffix: str = ".jsonl") -> Path:
         return self.directory / f"{writer}-{reader}{suffix}"
@@ -118,6 +119,9 @@ class Mesh:
             if peer not in self._based and not self._learn_base(peer):
                 continue
             start = self._read[peer]
+            blocked = self._blocked.get(peer)
+            if blocked and blocked[0] == start and self._commit_of(peer) < blocked[1]:
+                continue  # waiting for its lender's checkpoint: nothing to read before it
             path = self._path(peer, self.part)
             try:
                 if os.stat(path).st_size <= start:
@@ -139,16 +143,22 @@ class Mesh:
         lent line past the lender's commit."""
         committed = self._committed.get(peer, 0)
         if start + len(data) > committed:
-            with contextlib.suppress(FileNotFoundError, ValueError):
-                committed = self._committed[peer] = int(self._path(peer, self.part, ".commit").read_text())
+            committed = self._commit_of(peer)
         if start + len(data) <= committed:
             return len(data)
         position = 0
         for line in data.splitlines(keepends=True):
             if line.startswith(LENT) and start + position + len(line) > committed:
+                self._blocked[peer] = (start + position, start + position + len(line))
                 break
             position += len(line)
         return position
+
+    def _commit_of(self, peer: int) -> int:
+        """How much of ``peer``'s file its lender's last checkpoint on disk holds (read again now)."""
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            self._committed[peer] = int(self._path(peer, self.part, ".commit").read_text())
+        return self._committed.get(peer, 0)
 
     def taken(self, peer: int, position: int) -> None:
         self._read[peer] = position

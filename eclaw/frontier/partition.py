@@ -11,11 +11,13 @@ files: no process waits for another on a link.
 
 A process that has nothing left to do while another still has a queue is lent part of
 it, so the crawl does not end on one process alone: the lender takes the requests it
-queued last out of its frontier (of hosts shared among the processes: a host paced as a
-whole stays with its owner) and writes them to the idle one's file, marked as lent; the
-borrower queues them as they are (they were filtered and counted by their owner) and saves
-them as its own, and the lender's saved state forgets them (see the mesh for the order of
-the two). A retry of a lent request, or a redirect, goes back to its owner as any link does.
+queued last in memory out of its frontier (of hosts shared among the processes: a host
+paced as a whole stays with its owner, so with a ``download_delay`` or the throttle nothing
+is lent) and writes them to the idle one's file, marked as lent; the borrower queues them
+as they are (they were filtered and counted by their owner) and saves them as its own, and
+the lender's saved state forgets them (see the mesh for the order of the two). A retry of a
+lent request goes back to its owner, and a redirect to the owner of the page it led to, as
+any link does.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class PartScheduler(DefaultScheduler):
         self._default_limit = 1
         self._feed: Feed | None = None
         self._stopping: Callable[[], bool] = lambda: False
-        self._lendable = 0  # requests queued in memory past which some may be lent (the crawl's concurrency)
+        self._reserve = 0  # requests a process keeps queued before it lends any: its concurrency
         self._uncommitted: dict[int, int] = {}  # peer -> where the lent lines no checkpoint on disk holds end
         self._at_checkpoint: dict[int, int] = {}  # each peer's file's length at the checkpoint being saved
         self._poller: asyncio.Task[None] | None = None
@@ -85,7 +87,7 @@ class PartScheduler(DefaultScheduler):
         self._host_limits, self._default_limit = limits, per_host
         await super().open(spider, settings, wake)
         self._spider = spider
-        self._lendable = settings.concurrency
+        self._reserve = settings.concurrency
         if not self._all_whole:
             self._per_host = per_host // count  # a host's connections, shared among the processes
             for host in delays:
@@ -212,17 +214,24 @@ class PartScheduler(DefaultScheduler):
 
     def _lend(self) -> None:
         """Lend part of this process's queue to the processes that have nothing left to do (idle, and
-        every request sent them read): the requests queued past the crawl's concurrency, if there are as
-        many as that, are shared out evenly between them and this one."""
-        spare = self._in_memory - self._lendable
-        if self._all_whole or spare < self._lendable:
+        every request sent them read): of the requests queued in memory behind their host's next one,
+        those past the crawl's concurrency, if there are as many as that, are shared out evenly between
+        them and this one. A request that made its redirect's page seen before a pause stays: that page is
+        its to parse (see :meth:`~eclaw.core.journal.Journal.marked_by`)."""
+        if self._all_whole or self._in_memory < 2 * self._reserve:
             return
         hungry = [peer for peer in self.mesh.peers if self._hungry(peer)]
         if not hungry:
             return
-        share = spare // (len(hungry) + 1)
+        spare = self.behind(self._shared) - self._reserve
+        if spare < self._reserve:
+            return
+        assert self._feed is not None
         for peer in hungry:
-            self._lend_to(peer, self.take_out(share, lambda host: not self._whole(host)))
+            self._lend_to(peer, self.take_out(spare // (len(hungry) + 1), self._shared, self._feed.movable))
+
+    def _shared(self, host: str) -> bool:
+        return not self._whole(host)
 
     def _hungry(self, peer: int) -> bool:
         status = read_status(self.mesh.directory, peer)
@@ -243,7 +252,7 @@ class PartScheduler(DefaultScheduler):
         self.mesh.send(peer, lines)
         self._feed.lent(lent)
         logger.debug("lent %d requests to process %d", len(lent), peer + 1)
-        if self._feed.saved:  # readable once a checkpoint on disk holds them as lent (checkpointed)
+        if self._feed.keeps_state:  # readable once a checkpoint on disk holds them as lent (checkpointed)
             self._uncommitted[peer] = self.mesh.sent(peer)
             self._feed.save_soon()
         else:
@@ -253,8 +262,8 @@ class PartScheduler(DefaultScheduler):
         """The crawl has nothing left to do: wait until the other processes send work (queued here)
         or every process is idle with every file read (the parent writes ``end``), or a stop."""
         self._idle = True
-        try:
-            while self._idle and not (self._stopping() or self.mesh.ended()):
+        try:  # work that came while the crawl's idle handlers ran is queued: not idle
+            while self._idle and not self._pending and not (self._stopping() or self.mesh.ended()):
                 self._arrived.clear()
                 await self._arrived.wait()
         finally:

@@ -150,17 +150,29 @@ class DefaultScheduler:
         if spill:
             self._spill_rows(spill)
 
-    def take_out(self, count: int, hosts: Callable[[str], bool]) -> list[Request]:
-        """Up to ``count`` of the requests queued last in memory, out of the frontier, from the hosts
-        ``hosts`` allows, a few from each: every host keeps its next request, so its place stands."""
+    def behind(self, hosts: Callable[[str], bool]) -> int:
+        """How many requests wait in memory behind their host's next one, of the hosts ``hosts`` allows."""
+        return sum(len(slot.heap) - 1 for slot in self._slots.values() if slot.heap and hosts(slot.host))
+
+    def take_out(self, count: int, hosts: Callable[[str], bool], movable: Callable[[Request], bool]) -> list[Request]:
+        """Up to ``count`` of the requests queued last in memory (those ``movable`` allows), out of the
+        frontier, from the hosts ``hosts`` allows, a few from each: every host keeps its next request,
+        so its place stands."""
         taken: list[Request] = []
         slots = [slot for slot in self._slots.values() if len(slot.heap) > 1 and hosts(slot.host)]
         for n, slot in enumerate(slots):
             share = -(-(count - len(taken)) // (len(slots) - n))  # what is left, spread over the hosts left
+            if share <= 0:
+                break
             entries = sorted(slot.heap)
-            keep = max(1, len(entries) - share)
-            slot.heap = entries[:keep]  # a sorted list is a heap
-            taken += [request for _, _, request in entries[keep:]]
+            kept = entries[:1]
+            for entry in reversed(entries[1:]):  # the last first
+                if share and movable(entry[2]):
+                    taken.append(entry[2])
+                    share -= 1
+                else:
+                    kept.append(entry)
+            slot.heap = sorted(kept)  # a sorted list is a heap; the head is still the head
         self._pending -= len(taken)
         self._in_memory -= len(taken)
         return taken
