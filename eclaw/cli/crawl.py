@@ -7,6 +7,7 @@ import asyncio
 import gc
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from eclaw.events import SpiderClosed, SpiderOpened
 from eclaw.exceptions import ConfigError
 from eclaw.observe.progress import Progress
 from eclaw.processes.crawl import check_saved, crawl_processes, processes_wanted
+from eclaw.processes.group import failed_process
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider
 from eclaw.stats import Stats
@@ -127,7 +129,13 @@ def _report(
     if outputs:
         written = [str(resolve_path(o, name, effective.run_key)).replace("%(batch)05d", "*") for o in outputs]
         print(f"items written to {', '.join(written)}")
-    return exit_code(stats)
+    code, failed = exit_code(stats), failed_process(stats.finish_reason)
+    if failed is not None:  # killed, or out of memory: the others stopped (paused, with --state)
+        resume = "; run the same command to resume" if state else ""
+        said = f"eclaw: process {failed} of the crawl ended without finishing, the others stopped{resume}"
+        print(said, file=sys.stderr)
+        return code or 1
+    return code
 
 
 async def crawl_with_signals(

@@ -15,9 +15,17 @@ from typing import Any
 from eclaw.frontier.mesh import mesh_files, read_status
 from eclaw.processes.fork import SIGNALS
 
-__all__ = ["Group"]
+__all__ = ["Group", "failed_process"]
 
 _WATCH = 0.02  # seconds between two looks at the processes' status
+_FAILED = "shutdown (process {} failed)"  # the crawl's finish reason when a process ended without its stats
+
+
+def failed_process(reason: str) -> int | None:
+    """The number (from 1) of the process whose failure stopped the crawl, if ``reason`` says one did."""
+    head, _, tail = _FAILED.partition("{}")
+    number = reason.removeprefix(head).removesuffix(tail)
+    return int(number) if reason.startswith(head) and reason.endswith(tail) and number.isdigit() else None
 
 
 class Group:
@@ -77,7 +85,7 @@ class Group:
             try:
                 reason = str(json.loads((self.mesh / f"stats-{k}.json").read_text()).get("finish_reason"))
             except (FileNotFoundError, ValueError):
-                return f"shutdown (process {k + 1} failed)"
+                return _FAILED.format(k + 1)
             if reason != "already finished":
                 return reason
         return None

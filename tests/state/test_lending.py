@@ -92,18 +92,27 @@ async def test_the_process_out_of_work_crawls_part_of_the_others_queue(tmp_path:
 
 
 async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: Path) -> None:
-    """kill -9 of the whole crawl while the fast process is being lent the slow one's pages (checkpoints
-    every tenth of a second, so some kills fall between a lend and the checkpoint that holds it; two
-    downloads at once, so the slow part takes about 7 s with lending), and a Ctrl-C pause: each resume
-    goes on from what was saved, and every entry's item is written once."""
+    """kill -9 of the whole crawl, then of one of its processes alone (the crawl stops the other), while
+    the fast process is being lent the slow one's pages (checkpoints every tenth of a second, so some
+    kills fall between a lend and the checkpoint that holds it; two downloads at once, so the slow part
+    takes about 7 s with lending), and a Ctrl-C pause: each resume goes on from what was saved, and
+    every entry's item is written once."""
     site, state, rng = Site(), tmp_path / "state", random.Random(11)
     async with serve(site.app()) as base:
         await site.started(base)
-        for _ in range(3):
+        for whole in (True, True, False, False):
             killed = await crawl(site, tmp_path, "--state", str(state), "-s", "checkpoint_interval=0.1", concurrency=2)
-            await asyncio.sleep(rng.uniform(1.0, 2.2))
-            os.killpg(killed.pid, signal.SIGKILL)
-            await killed.wait()
+            await asyncio.sleep(rng.uniform(1.0, 2.0))
+            if whole:
+                os.killpg(killed.pid, signal.SIGKILL)
+                await killed.wait()
+                continue
+            children = await asyncio.to_thread(Path(f"/proc/{killed.pid}/task/{killed.pid}/children").read_text)
+            os.kill(int(rng.choice(children.split())), signal.SIGKILL)
+            _, err = await asyncio.wait_for(killed.communicate(), 60)
+            said = err.decode().strip().splitlines()
+            assert killed.returncode == 1 and said, err.decode()
+            assert "of the crawl ended without finishing, the others stopped; run the same command" in said[-1]
         paused = await crawl(site, tmp_path, "--state", str(state), concurrency=2)
         await asyncio.sleep(1.2)
         os.killpg(paused.pid, signal.SIGINT)
