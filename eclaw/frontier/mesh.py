@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LENT", "Mesh", "mesh_files", "read_status"]
+__all__ = ["LENT", "Mesh", "mesh_files", "read_status", "unread"]
 
 _READ_MAX = 4 << 20  # bytes of one inbox file read at once, at most
 LENT = b"="  # the start of the line of a request lent to the reader (no URL and no JSON record starts so)
@@ -91,9 +91,12 @@ class Mesh:
             _write_atomically(self._path(self.part, peer, ".base"), str(length))
 
     def close(self) -> None:
+        """Close the outbox files, and say how far this process read the others' (what it leaves unread)."""
         for fd in self._out.values():
             os.close(fd)
         self._out.clear()
+        self._said = {"idle": False, "read": {str(peer): self._read[peer] for peer in self.peers}}
+        _write_atomically(self.directory / f"status-{self.part}.json", json.dumps(self._said))
 
     # -- links out and in ---------------------------------------------------------------
 
@@ -194,6 +197,21 @@ def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(text)
     os.replace(temporary, path)
+
+
+def unread(directory: Path, count: int) -> int:
+    """How many requests sent from one process to another were never read (a crawl stopped before its
+    end: they are pending), by each reader's last status; none for a reader that left none."""
+    lines = 0
+    for writer, reader, path in mesh_files(directory, count):
+        status = read_status(directory, reader)
+        if status is None:
+            continue
+        with contextlib.suppress(FileNotFoundError), path.open("rb") as file:
+            file.seek(status["read"].get(str(writer), 0))
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                lines += chunk.count(b"\n")
+    return lines
 
 
 def read_status(directory: Path, part: int) -> dict[str, Any] | None:

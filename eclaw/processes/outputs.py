@@ -16,6 +16,7 @@ from eclaw.core.parts import output_options
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import Records
 from eclaw.events import Event, ItemParsed
+from eclaw.frontier.mesh import unread
 from eclaw.processes.part import Job
 from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
@@ -159,7 +160,8 @@ def gather_records(parts: list[Path], settings: Settings, spider: str) -> None:
 
 
 def merged_stats(mesh: Path, processes: int, spider: str) -> Stats:
-    """The sum of the processes' stats (their own item files left out: the outputs are written after)."""
+    """The sum of the processes' stats (their own item files left out: the outputs are written after); the
+    requests one sent another that were never read are pending too."""
     parts = []
     for k in range(processes):
         with contextlib.suppress(FileNotFoundError, ValueError):
@@ -167,4 +169,5 @@ def merged_stats(mesh: Path, processes: int, spider: str) -> Stats:
     stats = merge_stats(parts)
     stats.spider = spider
     stats.items_written.clear()
+    stats.requests_pending = sum(int(part.get("requests_pending", 0)) for part in parts) + unread(mesh, processes)
     return stats

@@ -24,7 +24,7 @@ from eclaw.frontier.mesh import LENT, Mesh
 from eclaw.frontier.partition import PartScheduler
 from eclaw.testing import serve
 from tests.state import lopsided
-from tests.state.test_processes import finished
+from tests.state.test_processes import accounted, finished
 
 ROOT = Path(__file__).resolve().parents[2]
 SPIDER = str(ROOT / "tests/state/lopsided.py") + ":WordSpider"
@@ -89,6 +89,20 @@ async def test_the_process_out_of_work_crawls_part_of_the_others_queue(tmp_path:
     assert len(lent) >= 20, len(lent)
     said = re.search(r"requests lent to another process\s+(\d+)", out)
     assert said and int(said.group(1)) >= len(lent), out  # the summary says so (a retry of one counts once)
+
+
+async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tmp_path: Path) -> None:
+    """Ctrl-C without ``--state`` while the slow process lends its pages: what was crawled is written
+    once, and the summary accounts for every request (those lent and not read yet are pending)."""
+    site = Site()
+    async with serve(site.app()) as base:
+        await site.started(base)
+        stopped = await crawl(site, tmp_path, concurrency=2)
+        await asyncio.sleep(2.5)
+        os.killpg(stopped.pid, signal.SIGINT)
+        out = await finished(stopped, "the stopped crawl")
+    found = [item["n"] for item in items(tmp_path)]
+    assert len(found) == len(set(found)) and accounted(out) + len(found) >= lopsided.ENTRIES, out
 
 
 async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: Path) -> None:

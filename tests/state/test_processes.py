@@ -58,6 +58,19 @@ def failed_in(tmp: Path) -> list[int]:
     return sorted(int(url.rsplit("/", 1)[1].partition("#")[0]) for url in urls)
 
 
+def accounted(out: str) -> int:
+    """The summary's pending requests, once it is checked that every request generated is parsed,
+    failed, dropped or pending."""
+
+    def count(name: str) -> int:
+        found = re.search(rf"^\s*{name}\s+(\d+)$", out, re.MULTILINE)
+        return int(found.group(1)) if found else 0
+
+    generated, pending = count("requests generated"), count(r"pending \(not crawled\)")
+    assert generated and generated == count("parsed") + count("failed") + count("dropped") + pending, out
+    return pending
+
+
 def pages_in(tmp: Path) -> tuple[list[int], list[int]]:
     jsonl = [json.loads(line)["page"] for line in (tmp / "items.jsonl").read_text().splitlines()]
     with (tmp / "items.csv").open(newline="") as handle:
@@ -171,6 +184,7 @@ async def test_a_budget_stops_every_process_and_keeps_what_was_crawled(tmp_path:
     pages = [item["n"] for item in chain_items(tmp_path)]
     assert 20 <= len(pages) <= 40 + 4 and len(set(pages)) == len(pages)  # a part reached (20); what was in flight
     assert re.search(r"finish reason\s+max pages", out), out
+    accounted(out)  # links sent to a process that stopped before reading them are pending
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
