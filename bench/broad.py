@@ -10,6 +10,9 @@ pinned to CPU 1 for ``--seconds`` (then gets SIGINT) on each configuration:
 
 * ``single``: one host, no delay, no latency, concurrency 64: the contender's single-host rate;
 * ``broad-N``: N hosts, the measured configurations;
+* ``merged-N`` (``--merged N``): the pages of ``broad-N`` served as one host, no delay, no latency,
+  concurrency 64: what the broad site's pages cost without its many hosts (``broad-N`` over it is
+  the cost of the hosts alone);
 * ``idle-N``: N hosts visited once each (chains of one-page hosts): memory per idle host.
 
 Contenders: ``eclaw``, ``scrapy``, and ``eclaw-p2``: eclaw with ``--processes 2``, on both CPUs (its
@@ -159,6 +162,7 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
         "server_cpu_pct": round(100 * lag.get("cpu", 0.0) / max(lag.get("span", 0.0), 1e-9), 1),
         "server_lag_p99_ms": round(1000 * lag.get("lag_p99", 0.0), 1),
         "server_lag_max_ms": round(1000 * lag.get("lag_max", 0.0), 1),
+        "connections": int(lag.get("connections", 0)),
     }
 
 
@@ -219,7 +223,7 @@ def _measure(
 def check_items(out: Path, served: int) -> dict[str, Any]:
     """Items against the pages the site sent: right titles, no duplicates (a stopped crawl may
     miss the few it had in flight)."""
-    from bench.broad_site import host_index, title
+    from bench.broad_site import host_index, split_merged, title
 
     lines = out.read_text().splitlines() if out.exists() else []
     urls, wrong = set(), 0
@@ -227,6 +231,9 @@ def check_items(out: Path, served: int) -> dict[str, Any]:
         item = json.loads(line)
         netloc, _, path = item["url"].removeprefix("http://").partition("/")
         host = host_index(netloc.split(":")[0])
+        merged = split_merged(f"/{path}".encode())
+        if merged is not None:  # the merged site: /h/HOST/p/PAGE on one address
+            host, path = merged[0], merged[1].decode()[1:]
         page = 0 if path == "" else int(path.removeprefix("p/"))
         wrong += host is None or item["title"] != title(host, page)
         urls.add(item["url"])
@@ -240,6 +247,8 @@ def configs(args: argparse.Namespace) -> list[Config]:
     found = found if args.single_seconds else []
     found += [Config(f"broad-{n}", "broad", n, args.seconds, **common) for n in _ints(args.hosts)]
     found += [Config(f"idle-{n}", "idle", n, args.seconds, **common) for n in _ints(args.idle)]
+    one = {"delay": 0.0, "per_domain": 64, "concurrency": 64}  # as the single host: no politeness, no latency
+    found += [Config(f"merged-{n}", "merged", n, args.seconds, **(common | one)) for n in _ints(args.merged)]
     return found
 
 
@@ -258,6 +267,9 @@ def summary(runs: list[dict[str, Any]], cfgs: list[Config]) -> dict[str, dict[st
         for name, run in mine.items():
             if name.startswith("broad-"):
                 row = {"of_bound": run["of_bound"], "max_wait_s": run["waits"]["max_s"]}
+                merged = mine.get(name.replace("broad-", "merged-"))
+                if merged:
+                    row["of_merged"] = round(run["pages_per_s"] / merged["pages_per_s"], 3)
                 if single:
                     row["of_single_host"] = round(run["pages_per_s"] / single["pages_per_s"], 3)
                     extra = 1024 * (run["peak_rss_mb"] - single["peak_rss_mb"]) / sizes[name]
@@ -293,6 +305,7 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", default="1000,10000", help="host counts of the broad configurations")
     parser.add_argument("--idle", default="1000,10000", help="host counts of the idle-host memory probe ('' = skip)")
+    parser.add_argument("--merged", default="", help="host counts whose pages to serve as one host too ('' = none)")
     parser.add_argument("--seconds", type=float, default=180.0, help="window of each broad/idle run")
     parser.add_argument("--single-pages", type=int, default=50000)
     parser.add_argument("--single-seconds", type=float, default=60.0, help="0 skips the single-host runs")
@@ -309,9 +322,9 @@ def _arguments() -> argparse.Namespace:
         args.hosts, args.idle, args.seconds = "100,1000", "200,2000", 40.0
         args.single_pages, args.single_seconds = 10000, 20.0
     try:
-        counts = _ints(args.hosts) + _ints(args.idle)
-    except ValueError:
-        parser.error(f"--hosts and --idle take host counts separated by commas, got {args.hosts!r}, {args.idle!r}")
+        counts = _ints(args.hosts) + _ints(args.idle) + _ints(args.merged)
+    except ValueError as exc:
+        parser.error(f"--hosts, --idle and --merged take host counts separated by commas: {exc}")
     if any(n < 1 for n in counts) or args.seconds <= 0 or args.delay < 0 or args.concurrency < 1:
         parser.error("host counts, --seconds and --concurrency must be positive, --delay not negative")
     if unknown := set(args.contenders.split(",")) - {"eclaw", "eclaw-p2", "scrapy"}:

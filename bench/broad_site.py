@@ -19,6 +19,9 @@ benchmark knows what to expect. Modes:
   politeness delay), 4 random pages of its own and 3 pages of other healthy hosts. The seeds are
   every host's home page.
 * ``single``: one host of ``--pages`` pages, no latency, no faults (the single-host reference).
+* ``merged``: the ``broad`` site's pages, links and faults served as one host (host 0's address,
+  host ``i``'s page ``k`` at ``/h/i/p/k``), with no latency: what the broad site's pages cost a
+  crawler without its many hosts.
 * ``idle``: every host has one page linking to the home page of host ``i + CHAINS``; the seeds
   are the first ``CHAINS`` hosts. Hosts are visited once and then stay idle: the memory probe.
 
@@ -84,6 +87,19 @@ def url(host: int, page: int, port: int) -> str:
     return f"http://{address(host)}:{port}{path(page)}"
 
 
+def merged_path(host: int, page: int) -> str:
+    """Where the ``merged`` site serves ``page`` of ``host``."""
+    return f"/h/{host}{path(page)}"
+
+
+def split_merged(target: bytes) -> tuple[int, bytes] | None:
+    """The host and the path within it of a ``merged`` site's target (the inverse of :func:`merged_path`)."""
+    _, h, host, rest = [*target.split(b"/", 3), b"", b""][:4]
+    if h != b"h" or not host.isdigit():
+        return None
+    return int(host), b"/" + rest
+
+
 def _log_uniform(rng: random.Random, low: float, high: float) -> int:
     return int(math.exp(rng.uniform(math.log(low), math.log(high))))
 
@@ -92,6 +108,8 @@ def make_hosts(mode: str, count: int, seed: int, pages: int = 0) -> list[Host]:
     """The hosts of the site, deterministic from ``(mode, count, seed)``."""
     if mode == "single":
         return [Host(0, pages, 0.0)]
+    if mode == "merged":
+        return [Host(h.index, h.pages, 0.0, h.fault) for h in make_hosts("broad", count, seed)]
     rng = random.Random(f"{mode}/{count}/{seed}")
     hosts = []
     for i in range(count):
@@ -135,6 +153,8 @@ class Site:
         return [(i, 0) for i in range(count)]
 
     def seeds(self) -> list[str]:
+        if self.mode == "merged":
+            return [url(0, 0, self.port).removesuffix("/") + merged_path(h, p) for h, p in self.seed_pages()]
         return [url(h, p, self.port) for h, p in self.seed_pages()]
 
     def links(self, host: int, page: int) -> list[tuple[int, int]]:
@@ -146,7 +166,7 @@ class Site:
         rng = random.Random(host * 1_000_003 + page)
         targets = [(host, c) for c in range(page * FANOUT + 1, min(n, page * FANOUT + FANOUT + 1))]
         targets += [(host, rng.randrange(n)) for _ in range(4)]
-        if self.mode == "broad":
+        if self.mode in ("broad", "merged"):
             for _ in range(3):
                 other = self.hosts[rng.choice(self._healthy)]
                 targets.append((other.index, rng.randrange(other.pages)))
@@ -156,7 +176,7 @@ class Site:
         rng = random.Random(-(host * 1_000_003 + page))
         anchors = []
         for h, p in self.links(host, page):
-            href = path(p) if h == host else url(h, p, self.port)
+            href = merged_path(h, p) if self.mode == "merged" else path(p) if h == host else url(h, p, self.port)
             anchors.append(f'<li><a href="{href}">page {p}</a></li>')
         filler = "".join(rng.choices(self._filler, k=rng.randint(30, 90)))
         return (
@@ -185,10 +205,17 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.server.connections += 1
         local, peer = transport.get_extra_info("sockname")[0], transport.get_extra_info("peername")[0]
         index = host_index(local)
         if not peer.startswith("127.") or index is None or index >= len(self.server.site.hosts):
             transport.abort()  # not one of the site's hosts, or not from this machine
+            return
+        if self.server.site.mode == "merged":  # one host, at host 0's address: each request names its page
+            if index != 0:
+                transport.abort()
+                return
+            self.host = Host(-1, 0, 0.0)
             return
         self.host = self.server.site.hosts[index]
 
@@ -211,8 +238,14 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None and self.host is not None
         if self.transport.is_closing():
             return
-        status, body, extra = self.server.respond(self.host, target.decode("latin-1"))
-        self.server.answered(arrived, self.host.index, _page(target), status)
+        host = self.host
+        if host.index < 0:  # the merged site: /h/HOST/...
+            found = split_merged(target)
+            hosts = self.server.site.hosts
+            host = hosts[found[0]] if found and found[0] < len(hosts) else Host(-1, 0, 0.0)
+            target = found[1] if found else target
+        status, body, extra = self.server.respond(host, target.decode("latin-1"))
+        self.server.answered(arrived, host.index, _page(target), status)
         if status == 0:
             self.transport.abort()
             return
@@ -239,6 +272,7 @@ class Server:
         self._throttled: set[tuple[int, int]] = set()  # pages of 429 hosts asked once already
         self.lags: list[float] = []
         self.cpu = (0.0, 0.0)  # process time at the first and at the latest answer
+        self.connections = 0  # connections accepted from the crawler (a new one for most pages: none kept)
 
     def respond(self, host: Host, target: str) -> tuple[int, bytes, str]:
         """(status, body, extra header lines); status 0 means reset the connection."""
@@ -271,7 +305,8 @@ class Server:
         busy = self.cpu[1] - self.cpu[0]
         span = self.log[-1][1] - self.log[0][1] if self.log else 0.0
         p99 = lags[int(0.99 * (len(lags) - 1))]
-        lines = [f"# lag_p99={p99:.6f} lag_max={lags[-1]:.6f} cpu={busy:.3f} span={span:.3f}"]
+        head = f"# lag_p99={p99:.6f} lag_max={lags[-1]:.6f} cpu={busy:.3f} span={span:.3f}"
+        lines = [f"{head} connections={self.connections}"]
         lines += [f"{a:.6f} {e:.6f} {h} {p} {s}" for a, e, h, p, s in self.log]
         log.write_text("\n".join(lines) + "\n")
 
@@ -300,7 +335,7 @@ async def serve(site: Site, log: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=["broad", "single", "idle"], default="broad")
+    parser.add_argument("--mode", choices=["broad", "single", "idle", "merged"], default="broad")
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--pages", type=int, default=0, help="single mode: pages of the one host")
     parser.add_argument("--seed", type=int, default=1)

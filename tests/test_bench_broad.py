@@ -95,3 +95,26 @@ def test_requests_closer_than_the_delay_are_counted() -> None:
     log.sort(key=lambda r: r.arrived)
     result = politeness(log, hosts, 2.0, 0.0, 10.0)
     assert result == {"min_gap_s": pytest.approx(1.5), "gaps_under_delay": 1, "failing_hosts": 1}
+
+
+async def test_the_merged_site_serves_the_broad_sites_pages_as_one_host() -> None:
+    hosts = make_hosts("merged", 300, 3)
+    assert [(h.pages, h.fault) for h in hosts] == [(h.pages, h.fault) for h in make_hosts("broad", 300, 3)]
+    assert all(h.latency == 0 for h in hosts)
+    site = Site("merged", hosts, free_port())
+    healthy = next(h for h in hosts if h.healthy and h.pages > 30 and h.index)
+    assert site.seeds()[healthy.index] == f"http://{address(0)}:{site.port}/h/{healthy.index}/"
+    server, listener = await listen(site)
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://{address(0)}:{site.port}/h/{healthy.index}/p/1") as response:
+                body = await response.text()
+            assert response.status == 200 and f"<h1>{title(healthy.index, 1)}</h1>" in body
+            assert f'href="/h/{healthy.index}/p/21"' in body  # its first child, on the one host
+            assert body.count('href="/h/') == len(site.links(healthy.index, 1))  # the other hosts' links too
+            with pytest.raises(aiohttp.ClientError):  # the merged site is one address
+                async with session.get(f"http://{address(1)}:{site.port}/") as other:
+                    await other.read()
+    finally:
+        listener.close()
+    assert [(h, p, s) for _, _, h, p, s in server.log] == [(healthy.index, 1, 200)]
