@@ -205,19 +205,17 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.server.connections += 1
         local, peer = transport.get_extra_info("sockname")[0], transport.get_extra_info("peername")[0]
         index = host_index(local)
         if not peer.startswith("127.") or index is None or index >= len(self.server.site.hosts):
             transport.abort()  # not one of the site's hosts, or not from this machine
             return
-        if self.server.site.mode == "merged":  # one host, at host 0's address: each request names its page
-            if index != 0:
-                transport.abort()
-                return
-            self.host = Host(-1, 0, 0.0)
+        merged = self.server.site.mode == "merged"  # one host, at host 0's address: each request names its page
+        if merged and index != 0:
+            transport.abort()
             return
-        self.host = self.server.site.hosts[index]
+        self.host = Host(-1, 0, 0.0) if merged else self.server.site.hosts[index]
+        self.server.connections += 1
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -272,7 +270,7 @@ class Server:
         self._throttled: set[tuple[int, int]] = set()  # pages of 429 hosts asked once already
         self.lags: list[float] = []
         self.cpu = (0.0, 0.0)  # process time at the first and at the latest answer
-        self.connections = 0  # connections accepted from the crawler (a new one for most pages: none kept)
+        self.connections = 0  # connections from the crawler (one per host it visits, if it keeps them)
 
     def respond(self, host: Host, target: str) -> tuple[int, bytes, str]:
         """(status, body, extra header lines); status 0 means reset the connection."""

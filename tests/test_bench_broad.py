@@ -4,9 +4,13 @@ on hand-made logs."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import aiohttp
 import pytest
 
+from bench.broad import check_items
 from bench.broad_site import RETRY_AFTER, Host, Site, address, host_index, listen, make_hosts, title
 from bench.broad_stats import Record, ideal_pages, politeness, waits
 from bench.site import free_port
@@ -118,3 +122,12 @@ async def test_the_merged_site_serves_the_broad_sites_pages_as_one_host() -> Non
     finally:
         listener.close()
     assert [(h, p, s) for _, _, h, p, s in server.log] == [(healthy.index, 1, 200)]
+
+
+def test_items_of_the_merged_site_are_checked_by_their_host_and_page(tmp_path: Path) -> None:
+    base = f"http://{address(0)}:8000"
+    rows = [(f"{base}/h/7/", title(7, 0)), (f"{base}/h/7/p/3", title(7, 3)), (f"{base}/h/9/p/1", title(9, 2))]
+    rows.append(rows[0])
+    out = tmp_path / "items.jsonl"
+    out.write_text("".join(json.dumps({"url": u, "title": t}) + "\n" for u, t in rows))
+    assert check_items(out, 3) == {"items": 4, "duplicates": 1, "wrong": 1, "of_served": 3}

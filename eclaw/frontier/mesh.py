@@ -95,7 +95,7 @@ class Mesh:
         for fd in self._out.values():
             os.close(fd)
         self._out.clear()
-        self._said = {"idle": False, "read": {str(peer): self._read[peer] for peer in self.peers}}
+        self._said = {"idle": False, "read": {str(peer): self._read[peer] for peer in self.peers}, "closed": True}
         _write_atomically(self.directory / f"status-{self.part}.json", json.dumps(self._said))
 
     # -- links out and in ---------------------------------------------------------------
@@ -201,11 +201,12 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def unread(directory: Path, count: int) -> int:
     """How many requests sent from one process to another were never read (a crawl stopped before its
-    end: they are pending), by each reader's last status; none for a reader that left none."""
+    end: they are pending), by where each reader said it stopped reading when it closed; none for a
+    reader that did not close (it died: how far it read is not known)."""
     lines = 0
     for writer, reader, path in mesh_files(directory, count):
         status = read_status(directory, reader)
-        if status is None:
+        if status is None or not status.get("closed"):
             continue
         with contextlib.suppress(FileNotFoundError), path.open("rb") as file:
             file.seek(status["read"].get(str(writer), 0))

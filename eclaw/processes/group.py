@@ -15,10 +15,15 @@ from typing import Any
 from eclaw.frontier.mesh import mesh_files, read_status
 from eclaw.processes.fork import SIGNALS
 
-__all__ = ["Group", "failed_process"]
+__all__ = ["Group", "failed_process", "failure"]
 
 _WATCH = 0.02  # seconds between two looks at the processes' status
 _FAILED = "shutdown (process {} failed)"  # the crawl's finish reason when a process ended without its stats
+
+
+def failure(k: int) -> str:
+    """The crawl's finish reason when process ``k`` (from 0) ended without its stats."""
+    return _FAILED.format(k + 1)
 
 
 def failed_process(reason: str) -> int | None:
@@ -85,7 +90,7 @@ class Group:
             try:
                 reason = str(json.loads((self.mesh / f"stats-{k}.json").read_text()).get("finish_reason"))
             except (FileNotFoundError, ValueError):
-                return _FAILED.format(k + 1)
+                return failure(k)
             if reason != "already finished":
                 return reason
         return None

@@ -24,7 +24,7 @@ from eclaw.frontier.mesh import LENT, Mesh
 from eclaw.frontier.partition import PartScheduler
 from eclaw.testing import serve
 from tests.state import lopsided
-from tests.state.test_processes import accounted, finished
+from tests.state.test_processes import accounted, counts, finished
 
 ROOT = Path(__file__).resolve().parents[2]
 SPIDER = str(ROOT / "tests/state/lopsided.py") + ":WordSpider"
@@ -93,7 +93,10 @@ async def test_the_process_out_of_work_crawls_part_of_the_others_queue(tmp_path:
 
 async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tmp_path: Path) -> None:
     """Ctrl-C without ``--state`` while the slow process lends its pages: what was crawled is written
-    once, and the summary accounts for every request (those lent and not read yet are pending)."""
+    once, and the summary accounts for every request (those queued in either process, or sent to one and
+    not read, are pending). Then one process killed alone: the command says so (exit 1), and what it had
+    taken in is not counted pending again (how far it read died with it): no page is both written and
+    pending."""
     site = Site()
     async with serve(site.app()) as base:
         await site.started(base)
@@ -101,8 +104,24 @@ async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tm
         await asyncio.sleep(2.5)
         os.killpg(stopped.pid, signal.SIGINT)
         out = await finished(stopped, "the stopped crawl")
-    found = [item["n"] for item in items(tmp_path)]
-    assert len(found) == len(set(found)) and accounted(out) + len(found) >= lopsided.ENTRIES, out
+        found = [item["n"] for item in items(tmp_path)]
+        assert len(found) == len(set(found)) and accounted(out) + len(found) >= lopsided.ENTRIES, out
+        killed = await crawl(site, tmp_path, concurrency=2)
+        await asyncio.sleep(2.5)
+        os.kill(int((await children(killed.pid))[-1]), signal.SIGKILL)
+        answer, _ = await asyncio.wait_for(killed.communicate(), 60)
+    pending, stored = counts(answer.decode())["pending"], len(items(tmp_path))
+    assert killed.returncode == 1 and pending + stored <= lopsided.ENTRIES + 1, answer.decode()  # the index too
+
+
+async def children(pid: int) -> list[str]:
+    """The processes ``pid`` forked (both, once they are up)."""
+    for _ in range(200):
+        found = (await asyncio.to_thread(Path(f"/proc/{pid}/task/{pid}/children").read_text)).split()
+        if len(found) == 2:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError("the crawl's processes never started")
 
 
 async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: Path) -> None:
@@ -121,8 +140,7 @@ async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: P
                 os.killpg(killed.pid, signal.SIGKILL)
                 await killed.wait()
                 continue
-            children = await asyncio.to_thread(Path(f"/proc/{killed.pid}/task/{killed.pid}/children").read_text)
-            os.kill(int(rng.choice(children.split())), signal.SIGKILL)
+            os.kill(int(rng.choice(await children(killed.pid))), signal.SIGKILL)
             _, err = await asyncio.wait_for(killed.communicate(), 60)
             said = err.decode().strip().splitlines()
             assert killed.returncode == 1 and said, err.decode()

@@ -58,17 +58,23 @@ def failed_in(tmp: Path) -> list[int]:
     return sorted(int(url.rsplit("/", 1)[1].partition("#")[0]) for url in urls)
 
 
-def accounted(out: str) -> int:
-    """The summary's pending requests, once it is checked that every request generated is parsed,
-    failed, dropped or pending."""
+def counts(out: str) -> dict[str, int]:
+    """The summary's request counts: generated, and how many were parsed, failed, dropped or are pending."""
 
     def count(name: str) -> int:
         found = re.search(rf"^\s*{name}\s+(\d+)$", out, re.MULTILINE)
         return int(found.group(1)) if found else 0
 
-    generated, pending = count("requests generated"), count(r"pending \(not crawled\)")
-    assert generated and generated == count("parsed") + count("failed") + count("dropped") + pending, out
-    return pending
+    names = {"generated": "requests generated", "pending": r"pending \(not crawled\)"}
+    return {key: count(names.get(key, key)) for key in ("generated", "parsed", "failed", "dropped", "pending")}
+
+
+def accounted(out: str) -> int:
+    """The summary's pending requests, once it is checked that every request generated is parsed,
+    failed, dropped or pending."""
+    found = counts(out)
+    assert found["generated"] and found["generated"] == sum(found.values()) - found["generated"], out
+    return found["pending"]
 
 
 def pages_in(tmp: Path) -> tuple[list[int], list[int]]:
