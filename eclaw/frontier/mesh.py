@@ -95,8 +95,7 @@ class Mesh:
         for fd in self._out.values():
             os.close(fd)
         self._out.clear()
-        self._said = {"idle": False, "read": {str(peer): self._read[peer] for peer in self.peers}, "closed": True}
-        _write_atomically(self.directory / f"status-{self.part}.json", json.dumps(self._said))
+        self._tell({"idle": False, "read": self._positions(), "closed": True})
 
     # -- links out and in ---------------------------------------------------------------
 
@@ -183,9 +182,14 @@ class Mesh:
         if not idle and self._said is not None and not self._said["idle"]:
             return  # busy, and said so: nothing to write (the common case, while it crawls)
         ready = len(self._based) == len(self.peers)  # it reads every file
-        status = {"idle": idle and ready, "read": {str(peer): self._read[peer] for peer in self.peers}}
-        if status == self._said:
-            return
+        status = {"idle": idle and ready, "read": self._positions()}
+        if status != self._said:
+            self._tell(status)
+
+    def _positions(self) -> dict[str, int]:
+        return {str(peer): self._read[peer] for peer in self.peers}
+
+    def _tell(self, status: dict[str, Any]) -> None:
         self._said = status
         _write_atomically(self.directory / f"status-{self.part}.json", json.dumps(status))
 

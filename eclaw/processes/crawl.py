@@ -30,9 +30,9 @@ from typing import Any
 
 from eclaw.exceptions import ConfigError
 from eclaw.processes.fork import SIGNALS
-from eclaw.processes.group import Group, failure
+from eclaw.processes.group import Group
 from eclaw.processes.outputs import RECORDS, finish_outputs, merged_stats
-from eclaw.processes.part import PAUSED, Job, Runner, fork
+from eclaw.processes.part import Job, Runner, fork
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -98,7 +98,7 @@ def crawl_processes(
             if (mesh / f"error-{k}").exists():
                 raise ConfigError((mesh / f"error-{k}").read_text())
         stats = merged_stats(mesh, processes, spider_cls.name)
-        stats.finish_reason = _reason(group, codes, mesh)
+        stats.finish_reason = group.outcome(codes)
         ended = stats.finish_reason == "finished" or stats.finish_reason.startswith("closespider")
         if ended or not state:
             finish_outputs(outputs, jobs, spider_cls, spider_args, effective, stats)
@@ -108,15 +108,6 @@ def crawl_processes(
     finally:
         if not state:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-def _reason(group: Group, codes: list[int], mesh: Path) -> str:
-    """Why the crawl ended: a process that died (ended without its stats) first, even while the crawl
-    was stopping or ending anyway: that is what a script must hear."""
-    for k, code in enumerate(codes):
-        if code not in (0, PAUSED) and not (mesh / f"stats-{k}.json").exists():
-            return failure(k)
-    return group.reason or ("finished" if not any(codes) else "shutdown")
 
 
 def _scratch() -> Path:

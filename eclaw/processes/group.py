@@ -14,16 +14,12 @@ from typing import Any
 
 from eclaw.frontier.mesh import mesh_files, read_status
 from eclaw.processes.fork import SIGNALS
+from eclaw.processes.part import PAUSED
 
-__all__ = ["Group", "failed_process", "failure"]
+__all__ = ["Group", "failed_process"]
 
 _WATCH = 0.02  # seconds between two looks at the processes' status
 _FAILED = "shutdown (process {} failed)"  # the crawl's finish reason when a process ended without its stats
-
-
-def failure(k: int) -> str:
-    """The crawl's finish reason when process ``k`` (from 0) ended without its stats."""
-    return _FAILED.format(k + 1)
 
 
 def failed_process(reason: str) -> int | None:
@@ -66,6 +62,15 @@ class Group:
                 loop.remove_signal_handler(signum)
         return [self.codes[k] for k in range(self.count)]
 
+    def outcome(self, codes: list[int]) -> str:
+        """Why the crawl ended, once every process has (``codes``, from :meth:`watch`): a process that died
+        (it ended without its stats) first, even while the crawl was stopping or ending anyway, since that
+        is what a script must hear; else the reason it was stopped, if it was."""
+        for k, code in enumerate(codes):
+            if code not in (0, PAUSED) and not (self.mesh / f"stats-{k}.json").exists():
+                return _FAILED.format(k + 1)
+        return self.reason or ("finished" if not any(codes) else "shutdown")
+
     def stop(self, reason: str) -> None:
         """Stop every process still running (each pauses, with ``--state``): Ctrl-C, or one stopped early."""
         if self.reason:
@@ -90,7 +95,7 @@ class Group:
             try:
                 reason = str(json.loads((self.mesh / f"stats-{k}.json").read_text()).get("finish_reason"))
             except (FileNotFoundError, ValueError):
-                return failure(k)
+                return _FAILED.format(k + 1)
             if reason != "already finished":
                 return reason
         return None

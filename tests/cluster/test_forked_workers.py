@@ -15,6 +15,7 @@ from pathlib import Path
 from aiohttp import web
 
 from eclaw.testing import serve
+from tests.children import children_of
 from tests.cluster.servers import CountingSite, RedisServer, redis_server
 from tests.cluster.test_cluster import eclaw, ended, stored_items, wait_for_items
 
@@ -119,18 +120,6 @@ async def test_ctrl_c_stops_every_forked_worker_and_a_second_run_finishes_the_cr
             items = await stored_items(server, "glossary")
     assert sorted(item["entry"] for item in items) == list(range(ENTRIES))  # type: ignore[type-var]
     assert site.hits <= ENTRIES + 4  # at most the requests in flight at the stop were fetched again
-
-
-def children_of(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (Linux's /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
 
 
 def alive(pids: list[int]) -> list[int]:

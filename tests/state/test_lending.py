@@ -23,6 +23,7 @@ from eclaw.frontier.base import Feed
 from eclaw.frontier.mesh import LENT, Mesh
 from eclaw.frontier.partition import PartScheduler
 from eclaw.testing import serve
+from tests.children import forked
 from tests.state import lopsided
 from tests.state.test_processes import accounted, counts, finished
 
@@ -108,20 +109,10 @@ async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tm
         assert len(found) == len(set(found)) and accounted(out) + len(found) >= lopsided.ENTRIES, out
         killed = await crawl(site, tmp_path, concurrency=2)
         await asyncio.sleep(2.5)
-        os.kill(int((await children(killed.pid))[-1]), signal.SIGKILL)
+        os.kill((await forked(killed.pid, 2))[-1], signal.SIGKILL)
         answer, _ = await asyncio.wait_for(killed.communicate(), 60)
     pending, stored = counts(answer.decode())["pending"], len(items(tmp_path))
     assert killed.returncode == 1 and pending + stored <= lopsided.ENTRIES + 1, answer.decode()  # the index too
-
-
-async def children(pid: int) -> list[str]:
-    """The processes ``pid`` forked (both, once they are up)."""
-    for _ in range(200):
-        found = (await asyncio.to_thread(Path(f"/proc/{pid}/task/{pid}/children").read_text)).split()
-        if len(found) == 2:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError("the crawl's processes never started")
 
 
 async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: Path) -> None:
@@ -140,7 +131,7 @@ async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: P
                 os.killpg(killed.pid, signal.SIGKILL)
                 await killed.wait()
                 continue
-            os.kill(int(rng.choice(await children(killed.pid))), signal.SIGKILL)
+            os.kill(rng.choice(await forked(killed.pid, 2)), signal.SIGKILL)
             _, err = await asyncio.wait_for(killed.communicate(), 60)
             said = err.decode().strip().splitlines()
             assert killed.returncode == 1 and said, err.decode()

@@ -1,0 +1,28 @@
+"""The processes a command forked (Linux's /proc): for the tests that kill one of them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+async def forked(pid: int, count: int) -> list[int]:
+    """The ``count`` processes ``pid`` forks, once they are all up."""
+    for _ in range(200):
+        found = await asyncio.to_thread(children_of, pid)
+        if len(found) >= count:
+            return sorted(found)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"process {pid} never had {count} children")
