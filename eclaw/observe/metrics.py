@@ -27,9 +27,9 @@ _monotonic = time.monotonic
 class Metrics:
     """A Prometheus endpoint for one crawl (``metrics_port``; needs ``prometheus-client``).
 
-    Counters follow the stats; gauges show the queue, downloads in flight and the
-    event loop's lag; a histogram times downloads (from ``RequestScheduled`` to the
-    response or the failure)."""
+    Counters follow the stats and gauges show the queue and downloads in flight, all brought up
+    to date when scraped; a gauge shows the event loop's lag (sampled every 0.25 s) and a
+    histogram times downloads (from ``RequestScheduled`` to the response or the failure)."""
 
     def __init__(self, port: int) -> None:
         try:
@@ -69,7 +69,7 @@ class Metrics:
     async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
         await self.start()
-        self._task = asyncio.create_task(self._watch(crawl))
+        self._task = asyncio.create_task(self._watch())
 
     async def close(self) -> None:
         if self._task is not None:
@@ -79,13 +79,12 @@ class Metrics:
             self.update(self._crawl.stats, self._crawl.queued, self._crawl.in_flight)
         await self.stop()
 
-    async def _watch(self, crawl: CrawlContext) -> None:
+    async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             before = loop.time()
             await asyncio.sleep(0.25)
             self.loop_lag.set(max(0.0, loop.time() - before - 0.25))
-            self.update(crawl.stats, crawl.queued, crawl.in_flight)
 
     async def start(self) -> None:
         """Serve the registry at ``/metrics`` from the crawl's own event loop: no thread beside the
@@ -94,6 +93,8 @@ class Metrics:
         from aiohttp import web
 
         async def scrape(request: web.Request) -> web.Response:
+            if self._crawl is not None:  # counts as they are now, not as a timer last saw them
+                self.update(self._crawl.stats, self._crawl.queued, self._crawl.in_flight)
             body = prom.generate_latest(self.registry)
             return web.Response(body=body, headers={"Content-Type": prom.CONTENT_TYPE_LATEST})
 
