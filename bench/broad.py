@@ -15,8 +15,10 @@ pinned to CPU 1 for ``--seconds`` (then gets SIGINT) on each configuration:
   the cost of the hosts alone);
 * ``idle-N``: N hosts visited once each (chains of one-page hosts): memory per idle host.
 
-Contenders: ``eclaw``, ``scrapy``, and ``eclaw-p2``: eclaw with ``--processes 2``, on both CPUs (its
-CPU counts both processes; its peak RSS is the parent's alone).
+Contenders: ``eclaw``, ``scrapy``, ``eclaw-p2``: eclaw with ``--processes 2``, on both CPUs (its
+CPU counts both processes; its peak RSS is the parent's alone), and ``baseline``: the floor, a
+hand-written aiohttp + lxml crawler with the same politeness and nothing else
+(bench/contenders/broad_baseline.py).
 
 Everything is measured from the site's request log (bench/broad_stats.py says how), so it is the
 same for both contenders. Results go to bench/results/broad.json and a table at the end.
@@ -72,6 +74,10 @@ def crawler(contender: str, config: Config, seeds: Path, out: Path) -> list[str]
     if contender == "scrapy":
         script = str(ROOT / "bench/contenders/broad_scrapy.py")
         values = (config.concurrency, config.per_domain, config.delay, config.retries)
+        return [sys.executable, script, str(seeds), str(out), *map(str, values)]
+    if contender == "baseline":
+        script = str(ROOT / "bench/contenders/broad_baseline.py")
+        values = (config.concurrency, config.per_domain, config.delay)
         return [sys.executable, script, str(seeds), str(out), *map(str, values)]
     settings = {
         "concurrency": config.concurrency,
@@ -149,6 +155,7 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
             )
             spy = sample(process.pid, config.seconds, profile) if profile else None
             how, usage, shutdown, peak = _stop(process.pid, started + config.seconds + GRACE)
+            process.returncode = 0 if how != "lost" else None  # reaped by _stop (its exit code is in `how`)
             if spy is not None:
                 spy.wait()
     finally:
@@ -327,8 +334,8 @@ def _arguments() -> argparse.Namespace:
         parser.error(f"--hosts, --idle and --merged take host counts separated by commas: {exc}")
     if any(n < 1 for n in counts) or args.seconds <= 0 or args.delay < 0 or args.concurrency < 1:
         parser.error("host counts, --seconds and --concurrency must be positive, --delay not negative")
-    if unknown := set(args.contenders.split(",")) - {"eclaw", "eclaw-p2", "scrapy"}:
-        parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, scrapy")
+    if unknown := set(args.contenders.split(",")) - {"eclaw", "eclaw-p2", "scrapy", "baseline"}:
+        parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, eclaw-p2, scrapy, baseline")
     return args
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bench.broad import check_items
+from bench.broad import Config, check_items, run_one
 from bench.broad_site import RETRY_AFTER, Host, Site, address, host_index, listen, make_hosts, title
 from bench.broad_stats import Record, ideal_pages, politeness, waits
 from bench.site import free_port
@@ -131,3 +131,13 @@ def test_items_of_the_merged_site_are_checked_by_their_host_and_page(tmp_path: P
     out = tmp_path / "items.jsonl"
     out.write_text("".join(json.dumps({"url": u, "title": t}) + "\n" for u, t in rows))
     assert check_items(out, 3) == {"items": 4, "duplicates": 1, "wrong": 1, "of_served": 3}
+
+
+def test_the_floor_crawls_every_page_once_with_the_right_titles() -> None:
+    """The hand-written floor (``baseline``) is a crawler the figures can stand on: on a one-host
+    site it fetches every page, once, and extracts each title."""
+    config = Config("single", "single", 1, 30.0, 0.0, 8, 8, pages=300)
+    run = run_one("baseline", config)
+    assert run["stopped"] == "finished, exit 0", run
+    assert run["items"] == {"items": 300, "duplicates": 0, "wrong": 0, "of_served": 300}
+    assert run["requests"] == 300
