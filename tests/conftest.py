@@ -82,6 +82,16 @@ def gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(times)]
 
 
+def assert_spaced(times: list[float], delay: float) -> None:
+    """Requests arrived at a server at ``times`` (sorted), ``delay`` seconds apart. One arrival late
+    (a loop stalled between sending a request and the server logging it) shortens the gap after it
+    as much as it lengthens the one before, so each gap is held to half the delay (none came with
+    no delay at all) and their average to the delay (none was shortened as a rule)."""
+    spaces = gaps(times)
+    assert spaces and min(spaces) >= delay / 2, [round(g, 3) for g in spaces]
+    assert (times[-1] - times[0]) / len(spaces) >= delay - 0.01, [round(g, 3) for g in spaces]
+
+
 def read_jsonl(path: str | Path) -> list[Any]:
     """The records of a JSON-lines file ([] if it does not exist)."""
     path = Path(path)

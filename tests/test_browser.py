@@ -27,7 +27,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")  # one browser for the tes
 
 TICKETS = actions({"click": "button.tickets", "wait": 0.1}, {"wait_for": "li.ticket"})
 LISTED = actions({"wait_for": "li.gig"})  # the API answers after the load event
-SCROLLED = actions({"wait_for": "li.gig"}, {"scroll": "until_stable", "wait": 0.3})
+SCROLLED = actions({"wait_for": "li.gig"}, {"scroll": "until_stable", "wait": 0.5})
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -250,13 +250,13 @@ class Stalls:
 
 async def test_a_download_cut_off_by_the_shutdown_timeout_is_counted_pending() -> None:
     stalls = Stalls()
-    engine = Engine(overrides={"shutdown_timeout": 0.3})
+    engine = Engine(overrides={"shutdown_timeout": 1.5})  # /fast/1 finishes within it, /stall (5 s) not
     async with serve(stalls.app()) as base, engine:
         crawl = engine.prepare(Plain, start_urls=[base + "/stall", base + "/fast/1"])
         task = asyncio.create_task(engine.run_crawl(crawl))
         await asyncio.wait_for(stalls.started.wait(), 5)
         engine.stop("paused by the test")
-        stats = await asyncio.wait_for(task, 3)  # the stalled download is abandoned after 0.3 s
+        stats = await asyncio.wait_for(task, 4)  # the stalled download is abandoned after 1.5 s
     assert stats.requests_pending == 1 and stats.requests_failed == 0
     assert_accounted(stats)
 

@@ -65,7 +65,7 @@ async def test_429_retry_after_seconds_date_and_cap() -> None:
 
 
 async def test_connection_reset_and_timeout_are_retried() -> None:
-    site, items, _, failures = await crawl(["/reset/r?times=2", "/stall/t?times=1&s=3"], timeout=0.5)
+    site, items, _, failures = await crawl(["/reset/r?times=2", "/stall/t?times=1&s=4"], timeout=1.0)
     assert sorted(i["title"] for i in items) == ["after reset", "after stall"]
     assert len(site.hits["r"]) == 3 and len(site.hits["t"]) == 2
     reasons = {f.reason for f in failures}

@@ -11,7 +11,7 @@ from eclaw import Engine, Request, Response, Settings, Spider
 from eclaw.events import RequestDropped
 from eclaw.middlewares import Robots, UserAgent, defaults
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted, gaps, recorder
+from tests.conftest import assert_accounted, assert_spaced, recorder
 
 ROBOTS = """\
 User-agent: eclaw
@@ -78,7 +78,7 @@ async def test_rules_for_our_agent_fetched_once_with_crawl_delay() -> None:
     assert stats.dropped_by_reason == {"robots": 2}
     assert len(hits["/robots.txt"]) == 1  # five requests at once, one fetch
     starts = sorted(t for path, times in hits.items() if path != "/robots.txt" for t in times)
-    assert all(gap >= 0.28 for gap in gaps(starts))  # Crawl-delay: 0.3
+    assert_spaced(starts, 0.3)  # Crawl-delay: 0.3
 
 
 async def test_other_agents_match_the_star_group() -> None:

@@ -44,7 +44,7 @@ async def test_dedupe_priority_order_and_callbacks_by_name(tmp_path: Path, dupef
 
 async def test_leases_of_a_silent_worker_go_back_to_the_queue(tmp_path: Path) -> None:
     spider = Named()
-    settings = Settings(lease_timeout=0.5)
+    settings = Settings(lease_timeout=1.5)  # a stalled loop before first.done() must not make /a look abandoned
     with redis_server(tmp_path) as server:
         first, second = RedisScheduler(server.url, worker="first"), RedisScheduler(server.url, worker="second")
         await first.open(spider, settings, lambda: None)
@@ -58,7 +58,7 @@ async def test_leases_of_a_silent_worker_go_back_to_the_queue(tmp_path: Path) ->
             await first.done(taken)  # ... but finished /a first: its lease is gone
             late = await first.next_request()  # takes /b, then is never heard of again
             assert late is not None and late.url.endswith("/b")
-            for _ in range(50):
+            for _ in range(100):
                 await second._heartbeat()
                 if second.reclaimed:
                     break

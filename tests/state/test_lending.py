@@ -47,9 +47,22 @@ class Site:
     def __init__(self) -> None:
         self.base = ""
         self.slow: set[str] = set()
+        self.served = 0  # entries asked for, every run together
 
     def app(self) -> web.Application:
-        return lopsided.make_app(lambda path: path in self.slow)
+        return lopsided.make_app(self._asked)
+
+    def _asked(self, path: str) -> bool:
+        self.served += 1
+        return path in self.slow
+
+    async def served_at_least(self, count: int) -> None:
+        """Wait until the site has been asked for ``count`` entries in all (a crawl under way, not a timer's guess)."""
+        for _ in range(600):
+            if self.served >= count:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the site was asked for {self.served} entries, never {count}")
 
     async def started(self, base: str) -> None:
         self.base = base
@@ -102,14 +115,18 @@ async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tm
     async with serve(site.app()) as base:
         await site.started(base)
         stopped = await crawl(site, tmp_path, concurrency=2)
-        await asyncio.sleep(2.5)
+        await forked(stopped.pid, 2)
+        await site.served_at_least(60)  # the fast part done: lending under way
+        await asyncio.sleep(1.0)
         os.killpg(stopped.pid, signal.SIGINT)
         out = await finished(stopped, "the stopped crawl")
         found = [item["n"] for item in items(tmp_path)]
         assert len(found) == len(set(found)) and accounted(out) + len(found) >= lopsided.ENTRIES, out
         killed = await crawl(site, tmp_path, concurrency=2)
-        await asyncio.sleep(2.5)
-        os.kill((await forked(killed.pid, 2))[-1], signal.SIGKILL)
+        children = await forked(killed.pid, 2)
+        await site.served_at_least(site.served + 60)
+        await asyncio.sleep(1.0)
+        os.kill(children[-1], signal.SIGKILL)
         answer, _ = await asyncio.wait_for(killed.communicate(), 60)
     pending, stored = counts(answer.decode())["pending"], len(items(tmp_path))
     assert killed.returncode == 1 and pending + stored <= lopsided.ENTRIES + 1, answer.decode()  # the index too
@@ -137,7 +154,8 @@ async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: P
             assert killed.returncode == 1 and said, err.decode()
             assert "of the crawl ended without finishing, the others stopped; run the same command" in said[-1]
         paused = await crawl(site, tmp_path, "--state", str(state), concurrency=2)
-        await asyncio.sleep(1.2)
+        await forked(paused.pid, 2)
+        await site.served_at_least(site.served + 5)  # both processes up, their Ctrl-C handlers set
         os.killpg(paused.pid, signal.SIGINT)
         assert "crawl paused" in await finished(paused, "the paused crawl")
         await finished(await crawl(site, tmp_path, "--state", str(state)), "the resumed crawl")
