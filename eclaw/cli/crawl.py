@@ -167,6 +167,7 @@ async def crawl_with_signals(
             installed.append(signum)
         except (NotImplementedError, RuntimeError):  # not the main thread / platform
             pass
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, installed)  # a forked process starts with them blocked
     thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
     # The crawl makes and drops many short-lived objects (requests, responses): collect the young
     # generation every 20,000 allocations, not 700, and leave what start-up made out of full collections

@@ -23,7 +23,10 @@ _POLL = 0.02  # seconds between two looks for ended processes, where there is no
 def fork(run: Callable[[], int]) -> int:
     """Start a process that runs ``run`` (its return value the exit code) in a session of its own (a
     terminal's Ctrl-C reaches the parent, which passes it on); its pid. Its standard output goes nowhere:
-    the parent prints the summary. Call it with SIGINT and SIGTERM blocked, and no event loop running."""
+    the parent prints the summary. Call it with SIGINT and SIGTERM blocked, and no event loop running:
+    the process starts with them blocked, so ``run`` must unblock them once it handles them
+    (:func:`eclaw.cli.crawl.crawl_with_signals` does). One passed on before that waits for the handler,
+    where it would otherwise kill the process as it starts."""
     parent = os.getpid()
     pid = os.fork()
     if pid:
@@ -35,8 +38,7 @@ def fork(run: Callable[[], int]) -> int:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() == parent:  # else the parent died before that was asked: nothing to run for
             os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-            code = run()
+            code = run()  # with SIGINT and SIGTERM still blocked: its handlers unblock them once set
     except BaseException:
         traceback.print_exc()
     finally:

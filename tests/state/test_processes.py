@@ -23,6 +23,7 @@ from eclaw.frontier.mesh import Mesh
 from eclaw.frontier.partition import PartScheduler
 from eclaw.processes.crawl import sweep_scratch
 from eclaw.testing import serve
+from tests.children import children_of
 from tests.state import chainsite
 from tests.state.chainsite import ChainSpider
 from tests.state.site import expected, make_app
@@ -103,6 +104,22 @@ async def started(process: asyncio.subprocess.Process, state: Path) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the crawl never started")
+
+
+async def test_a_ctrl_c_as_the_processes_start_stops_the_crawl_as_a_ctrl_c_later_does(tmp_path: Path) -> None:
+    """Ctrl-C the moment the processes are forked, before they have set up their crawls: each stops
+    as it would later (exit 0, the summary), none dies of it (a process killed by the signal it was
+    passed made the crawl a failure, exit 1)."""
+    async with serve(make_app(delay=0.05)) as base:
+        for attempt in range(3):
+            (tmp_path / str(attempt)).mkdir()
+            process = await crawl(base, tmp_path / str(attempt))
+            while len(await asyncio.to_thread(children_of, process.pid)) < 2:
+                pass  # no sleep: the signal goes as soon as they exist
+            os.killpg(process.pid, signal.SIGINT)
+            out, err = await asyncio.wait_for(process.communicate(), 60)
+            assert process.returncode == 0, err.decode()[-2000:]
+            assert "Traceback" not in err.decode() and "finish reason" in out.decode(), err.decode()[-2000:]
 
 
 async def test_a_pause_and_a_kill_of_the_whole_crawl_resume_with_each_item_once(tmp_path: Path) -> None:
