@@ -109,9 +109,10 @@ def _peak_rss_mb(pid: int, known: float) -> float:
     return known
 
 
-def _stop(pid: int, deadline: float) -> tuple[str, os.struct_rusage | None, float, float]:
+def _stop(pid: int, deadline: float) -> tuple[str, int | None, os.struct_rusage | None, float, float]:
     """Wait for ``pid`` until ``deadline``, then SIGINT (graceful), again, then SIGKILL; returns
-    how it ended (with its exit code), its resource usage, the seconds the stop took and its peak RSS."""
+    how it ended (with its exit code), its exit code (None if it never ended), its resource usage,
+    the seconds the stop took and its peak RSS."""
     stopped_at, peak = 0.0, 0.0
     steps = ((None, 0.0), (signal.SIGINT, 15.0), (signal.SIGINT, 10.0), (signal.SIGKILL, 10.0))
     for signum, grace in steps:
@@ -125,9 +126,9 @@ def _stop(pid: int, deadline: float) -> tuple[str, os.struct_rusage | None, floa
             if done:
                 how = "finished" if signum is None else signal.Signals(signum).name
                 code = os.waitstatus_to_exitcode(status)
-                return f"{how}, exit {code}", usage, time.monotonic() - stopped_at if stopped_at else 0.0, peak
+                return f"{how}, exit {code}", code, usage, time.monotonic() - stopped_at if stopped_at else 0.0, peak
             time.sleep(0.1)
-    return "lost", None, 0.0, peak
+    return "lost", None, None, 0.0, peak
 
 
 def run_one(contender: str, config: Config, profile: Path | None = None) -> dict[str, Any]:
@@ -154,8 +155,8 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
                 cwd=work,
             )
             spy = sample(process.pid, config.seconds, profile) if profile else None
-            how, usage, shutdown, peak = _stop(process.pid, started + config.seconds + GRACE)
-            process.returncode = 0 if how != "lost" else None  # reaped by _stop (its exit code is in `how`)
+            how, code, usage, shutdown, peak = _stop(process.pid, started + config.seconds + GRACE)
+            process.returncode = code  # reaped by _stop
             if spy is not None:
                 spy.wait()
     finally:

@@ -83,13 +83,12 @@ def gaps(times: list[float]) -> list[float]:
 
 
 def assert_spaced(times: list[float], delay: float) -> None:
-    """Requests arrived at a server at ``times`` (sorted), ``delay`` seconds apart. One arrival late
-    (a loop stalled between sending a request and the server logging it) shortens the gap after it
-    as much as it lengthens the one before, so each gap is held to half the delay (none came with
-    no delay at all) and their average to the delay (none was shortened as a rule)."""
+    """Requests arrived at a server at ``times`` (sorted), ``delay`` seconds apart. One arrival late (a
+    loop stalled between sending a request and the server logging it) shortens the gap after it, so
+    one gap may be short of the delay, by half of it at most; every other gap holds it (20 ms slack)."""
     spaces = gaps(times)
-    assert spaces and min(spaces) >= delay / 2, [round(g, 3) for g in spaces]
-    assert (times[-1] - times[0]) / len(spaces) >= delay - 0.01, [round(g, 3) for g in spaces]
+    short = [g for g in spaces if g < delay - 0.02]
+    assert spaces and len(short) <= 1 and all(g >= delay / 2 for g in short), [round(g, 3) for g in spaces]
 
 
 def read_jsonl(path: str | Path) -> list[Any]:

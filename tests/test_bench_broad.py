@@ -10,6 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from bench import broad
 from bench.broad import Config, check_items, run_one
 from bench.broad_site import RETRY_AFTER, Host, Site, address, host_index, listen, make_hosts, title
 from bench.broad_stats import Record, ideal_pages, politeness, waits
@@ -133,9 +134,12 @@ def test_items_of_the_merged_site_are_checked_by_their_host_and_page(tmp_path: P
     assert check_items(out, 3) == {"items": 4, "duplicates": 1, "wrong": 1, "of_served": 3}
 
 
-def test_the_floor_crawls_every_page_once_with_the_right_titles() -> None:
+def test_the_floor_crawls_every_page_once_with_the_right_titles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The hand-written floor (``baseline``) is a crawler the figures can stand on: on a one-host
     site it fetches every page, once, and extracts each title."""
+    monkeypatch.setattr(broad, "CACHE", tmp_path)  # not the benchmark's own runs
     config = Config("single", "single", 1, 30.0, 0.0, 8, 8, pages=300)
     run = run_one("baseline", config)
     assert run["stopped"] == "finished, exit 0", run

@@ -130,11 +130,12 @@ async def test_metrics_endpoint_is_scraped_during_a_crawl(tmp_path: Path) -> Non
         urls = [f"{base}/stall/s{n}?times=1&s=1.5" for n in range(3)] + [f"{base}/ok/x"]
         async with engine:
             task = asyncio.create_task(engine.crawl(Titles, start_urls=urls))
+            text = ""
             for _ in range(100):  # until the page that does not stall is in (the three others take 1.5 s)
                 await asyncio.sleep(0.05)
                 with contextlib.suppress(OSError):
                     text = await asyncio.to_thread(scrape)
-                    if "eclaw_download_seconds_count 1.0" in text:
+                    if "eclaw_download_seconds_count 1.0" in text and "eclaw_in_flight 3.0" in text:
                         break
             await task
     assert 'eclaw_responses_total{status="200"}' in text

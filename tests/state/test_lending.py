@@ -48,13 +48,25 @@ class Site:
         self.base = ""
         self.slow: set[str] = set()
         self.served = 0  # entries asked for, every run together
+        self.fast: set[str] = set()  # entries of the fast part asked for
 
     def app(self) -> web.Application:
         return lopsided.make_app(self._asked)
 
     def _asked(self, path: str) -> bool:
         self.served += 1
+        if path not in self.slow:
+            self.fast.add(path)
         return path in self.slow
+
+    async def fast_part_done(self) -> None:
+        """Wait until every entry of the fast part has been asked for since ``fast`` was cleared: its
+        process is out of work, and is lent the slow part's from then on."""
+        for _ in range(600):
+            if len(self.fast) == lopsided.ENTRIES - len(self.slow):
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the fast part: {len(self.fast)} entries asked for")
 
     async def served_at_least(self, count: int) -> None:
         """Wait until the site has been asked for ``count`` entries in all (a crawl under way, not a timer's guess)."""
@@ -115,16 +127,18 @@ async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tm
     async with serve(site.app()) as base:
         await site.started(base)
         stopped = await crawl(site, tmp_path, concurrency=2)
-        await forked(stopped.pid, 2)
-        await site.served_at_least(60)  # the fast part done: lending under way
-        await asyncio.sleep(1.0)
+        await site.fast_part_done()
+        await asyncio.sleep(1.0)  # lending under way (checked below)
         os.killpg(stopped.pid, signal.SIGINT)
         out = await finished(stopped, "the stopped crawl")
+        lent = re.search(r"requests lent to another process\s+(\d+)", out)
+        assert lent and int(lent.group(1)) > 0, out
         found = [item["n"] for item in items(tmp_path)]
         assert len(found) == len(set(found)) and accounted(out) + len(found) >= lopsided.ENTRIES, out
+        site.fast.clear()
         killed = await crawl(site, tmp_path, concurrency=2)
         children = await forked(killed.pid, 2)
-        await site.served_at_least(site.served + 60)
+        await site.fast_part_done()
         await asyncio.sleep(1.0)
         os.kill(children[-1], signal.SIGKILL)
         answer, _ = await asyncio.wait_for(killed.communicate(), 60)
@@ -155,7 +169,7 @@ async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: P
             assert "of the crawl ended without finishing, the others stopped; run the same command" in said[-1]
         paused = await crawl(site, tmp_path, "--state", str(state), concurrency=2)
         await forked(paused.pid, 2)
-        await site.served_at_least(site.served + 5)  # both processes up, their Ctrl-C handlers set
+        await site.served_at_least(site.served + 5)  # a crawl under way, not one starting
         os.killpg(paused.pid, signal.SIGINT)
         assert "crawl paused" in await finished(paused, "the paused crawl")
         await finished(await crawl(site, tmp_path, "--state", str(state)), "the resumed crawl")
