@@ -29,7 +29,7 @@ from lxml import etree
 
 PARSER = etree.HTMLParser()
 TITLE = etree.XPath("string(//h1)")
-HREFS = etree.XPath("//a/@href")
+HREFS = etree.XPath("//a/@href", smart_strings=False)  # plain strings: a smart one keeps its whole page alive
 
 
 class Host:
