@@ -75,8 +75,6 @@ class Metrics:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._crawl is not None:
-            self.update(self._crawl.stats, self._crawl.queued, self._crawl.in_flight)
         await self.stop()
 
     async def _watch(self) -> None:
