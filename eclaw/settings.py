@@ -153,6 +153,18 @@ class Settings:
         ladder_quiet: seconds without a ban before a host drifts one rung down (doubled each time
             it is banned again on the rung it came down to).
         ladder_ban_pattern: the challenge markers searched in a 403/429/503 page (a regex).
+        sensitive_headers: comma-separated request headers treated like ``Authorization`` (docs/security.md):
+            kept to the origin (scheme, host, port) they were set for, never sent over http once a
+            request's chain was https, and shown as ``***`` in everything eclaw writes. Always
+            sensitive: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``,
+            ``X-Auth-Token``, ``Api-Key``.
+        robots_max_bytes: bytes of a robots.txt read; the rest is ignored (RFC 9309 allows 500 KiB).
+        sitemap_max_depth: sitemap indexes followed inside one another at most (a deeper one is dropped,
+            ``sitemap too deep``).
+        sitemap_max_urls: URLs taken from one sitemap document at most (the rest dropped, ``sitemap too
+            many URLs``; the sitemap protocol allows 50,000).
+        max_links_per_page: requests taken from one page's callback at most (the rest dropped, ``too many
+            links``); 0: no limit (a page's requests stream into the frontier either way).
 
     A budget stops the crawl gracefully, like Ctrl-C: with ``state_dir`` it is a pause, and
     running the same command again goes on, with a fresh budget for the new run.
@@ -238,6 +250,12 @@ class Settings:
     ladder: str = ""
     ladder_quiet: float = 300.0
     ladder_ban_pattern: str = CHALLENGE_MARKERS
+    # security and bounds (docs/security.md)
+    sensitive_headers: str = ""
+    robots_max_bytes: int = 500 * 1024
+    sitemap_max_depth: int = 10
+    sitemap_max_urls: int = 50_000
+    max_links_per_page: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -267,6 +285,10 @@ class Settings:
             "frontier_memory",
             "meta_refresh_max_delay",
             "sessions",
+            "robots_max_bytes",
+            "sitemap_max_depth",
+            "sitemap_max_urls",
+            "max_links_per_page",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"setting {name!r} must not be negative, got {getattr(self, name)!r}")
