@@ -7,7 +7,8 @@ import sys
 from collections.abc import Sequence
 
 from eclaw.exceptions import EclawError
-from eclaw.observe.logs import LogContext, log_formatter
+from eclaw.observe.logs import LogContext, Redacting, log_formatter
+from eclaw.security.redact import Redactor
 from eclaw.stats import Stats
 
 __all__ = ["exit_code", "pairs", "setup_logging"]
@@ -23,12 +24,15 @@ def pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     return pairs
 
 
-def setup_logging(level: str, kind: str = "text") -> None:
+def setup_logging(level: str, kind: str = "text", redactor: Redactor | None = None) -> None:
+    """Console logging at ``level``, every line redacted (with ``redactor`` outside a crawl: the
+    command line's secrets; inside one, the crawl's own)."""
     name = level.upper()
     if name not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise EclawError(f"bad log level {level!r} (use DEBUG, INFO, WARNING or ERROR)")
     handler = logging.StreamHandler()
     handler.addFilter(LogContext())
+    handler.addFilter(Redacting(redactor))
     handler.setFormatter(log_formatter(kind))
     logging.basicConfig(level=name, handlers=[handler], force=True)
 

@@ -19,6 +19,7 @@ from eclaw.exceptions import ConfigError
 from eclaw.observe.progress import Progress
 from eclaw.processes.crawl import check_saved, crawl_processes, processes_wanted
 from eclaw.processes.group import failed_process
+from eclaw.security.redact import Redactor
 from eclaw.settings import Settings
 from eclaw.spider import Spider, load_spider
 from eclaw.stats import Stats
@@ -70,13 +71,14 @@ def add_parsers(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     settings, overrides = _settings(args)
     spider_cls = load_spider(args.spider)
-    recorder = recorder_for(args.record, spider_cls, settings, overrides)
-    level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
-    setup_logging(str(level), str(settings.replace(overrides).log_format))
     effective = settings.replace(overrides)
+    spider_args = pairs(args.arg, "-a")
+    redactor = Redactor.for_spider(effective, spider_cls, spider_args)  # what the command line holds
+    recorder = recorder_for(args.record, spider_cls, settings, overrides, redactor)
+    level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
+    setup_logging(str(level), str(effective.log_format), redactor)
     outputs = args.output or ([effective.store] if effective.store else [])
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
-    spider_args = pairs(args.arg, "-a")
     processes = processes_wanted(args.processes)
     if state:
         check_saved(Path(state), processes)

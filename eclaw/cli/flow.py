@@ -14,6 +14,7 @@ from eclaw.cli.common import pairs
 from eclaw.exceptions import ConfigError, SpiderLoadError
 from eclaw.flows.flow import Flow
 from eclaw.flows.runner import FlowLogFilter, TaskRecord, load_records, run_flow
+from eclaw.observe.logs import Redacting
 from eclaw.spider import import_file
 
 __all__ = ["add_parsers", "load_flow", "run"]
@@ -104,6 +105,7 @@ def _console() -> None:
     """Console lines carry the run id, task and attempt, like the run's log file."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(FlowLogFilter())
+    handler.addFilter(Redacting())  # inside a spider task, its crawl's redactor
     line = "%(asctime)s %(levelname)-7s run=%(run_id)s task=%(task)s attempt=%(attempt)s %(message)s"
     handler.setFormatter(logging.Formatter(line))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)

@@ -69,8 +69,7 @@ class ClusterSink:
         loop = asyncio.get_running_loop()
         if loop.time() - self._pushed > 1.0 and self._crawl is not None:  # the stats, with the same pipeline
             self._pushed = loop.time()
-            stats = json.dumps(self._crawl.stats.as_dict(), default=str)
-            pushed = link.queue("HSET", link.prefix + "stats", link.worker, stats)
+            pushed = link.queue("HSET", link.prefix + "stats", link.worker, self._stats_text())
             pushed.add_done_callback(_lost_is_fine)  # not sent again: the next push (or the last) has them
         return item
 
@@ -134,8 +133,13 @@ class ClusterSink:
         link = self._link
         if self._crawl is None or link.redis is None:
             return
-        text = json.dumps(self._crawl.stats.as_dict(), default=str)
+        text = self._stats_text()
         await link.call(lambda: link.command("HSET", link.prefix + "stats", link.worker, text))
+
+    def _stats_text(self) -> str:
+        """This worker's stats as Redis keeps them: redacted, like every record the crawl writes."""
+        assert self._crawl is not None
+        return json.dumps(self._crawl.redactor.record(self._crawl.stats.as_dict()), default=str)
 
     async def close(self) -> None:
         try:

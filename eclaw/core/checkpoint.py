@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from eclaw.contracts import Resumable
 from eclaw.core.activity import Activity
 from eclaw.core.intake import Intake
 from eclaw.core.state import CrawlState, Saved, restore_outputs, save_outputs
 from eclaw.frontier.base import Fed, Scheduler
+from eclaw.security.redact import Redactor
 from eclaw.spider import Spider
 from eclaw.stats import Stats
 
@@ -36,6 +38,7 @@ class Checkpointer:
         intake: Intake,
         outputs: Mapping[str, Resumable],
         start_exhausted: Callable[[], bool],
+        redactor: Redactor | None = None,
     ) -> None:
         self.state = state
         self._spider = spider
@@ -45,6 +48,7 @@ class Checkpointer:
         self._intake = intake
         self._outputs = outputs
         self._start_exhausted = start_exhausted
+        self._redactor = redactor or Redactor()
 
     async def open(self) -> Saved:
         """Lock and read the state; hand each output its saved position (it cuts itself back to it)."""
@@ -94,9 +98,9 @@ class Checkpointer:
             dupefilter = self._scheduler.dupefilter
             snapshot = state.snapshot(
                 status=status,
-                stats=self._stats.as_dict(),
+                stats=self._redactor.record(self._stats.as_dict()),
                 start_done=self._start_exhausted(),
-                outputs=save_outputs(self._outputs),
+                outputs=_kept(save_outputs(self._outputs), status),
                 dupefilter=dupefilter.dump if dupefilter is not None else None,
             )
         await state.save(snapshot, self._scheduler.checkpointed if isinstance(self._scheduler, Fed) else None)
@@ -120,3 +124,12 @@ class Checkpointer:
             logger.error("could not save the crawl state in %s: %s", self.state.directory, exc)
         finally:
             await self.state.close()
+
+
+def _kept(saved: dict[str, Any], status: str) -> dict[str, Any]:
+    """What a checkpoint keeps of the outputs: all of it while the crawl may resume (the cookie jars
+    and session pool too: a login must survive a pause); once it finished, nothing resumes from it,
+    so not the jars' and middlewares' contents (no cookie, no session is left on disk)."""
+    if status != "finished":
+        return saved
+    return {name: info for name, info in saved.items() if name != "cookies" and not name.startswith("middleware ")}

@@ -51,6 +51,7 @@ from eclaw.frontier.base import Fed, Feed
 from eclaw.http import Request
 from eclaw.observe.logs import crawl_logs
 from eclaw.observe.snapshots import Snapshots
+from eclaw.security.redact import Redactor
 from eclaw.stats import Stats
 
 __all__ = ["Crawl"]
@@ -73,8 +74,9 @@ class Crawl:
         self.cookies = parts.cookies
         self.stats = Stats(spider=self.spider.name)
         self.run_id = uuid.uuid4().hex[:12]
-        self.records = Records(self.settings, self.spider.name, self.run_id)
-        self.snapshots = Snapshots.from_settings(self.settings, self.spider.name)  # error snapshots, or None
+        self.redactor = Redactor.for_spider(self.settings, self.spider)  # every writer's one boundary
+        self.records = Records(self.settings, self.spider.name, self.run_id, self.redactor)
+        self.snapshots = Snapshots.from_settings(self.settings, self.spider.name, self.redactor)  # or None
         self.bus = EventBus(_with_watchers(subscribers, parts.watchers), self.stats, self)
         self._parts = parts
         plugins = [*parts.middlewares, *parts.pipelines, *parts.outputs.values()]
@@ -130,7 +132,7 @@ class Crawl:
         if parts.state is not None:
             self.checkpointer = Checkpointer(
                 parts.state, spider=self.spider, stats=stats, scheduler=self.scheduler, activity=activity,
-                intake=self.intake, outputs=parts.resumables(self.records.files()),
+                intake=self.intake, outputs=parts.resumables(self.records.files()), redactor=self.redactor,
                 start_exhausted=lambda: self.start.exhausted,
             )  # fmt: skip
         bus.own_batched(RequestGenerated, Batched(self.intake.generated, _generated, _unpack_generated))
@@ -198,7 +200,8 @@ class Crawl:
     # -- the run ----------------------------------------------------------------------
 
     async def run(self) -> Stats:
-        with crawl_logs(self.spider.name, self.run_id, self.settings.log_file, self.settings.log_format):
+        settings = self.settings
+        with crawl_logs(self.spider.name, self.run_id, settings.log_file, settings.log_format, self.redactor):
             opened: list[Watcher] = []
             try:
                 for watcher in self._parts.watchers:

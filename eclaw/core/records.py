@@ -16,8 +16,8 @@ from typing import IO, Any
 
 from eclaw.exceptions import HttpError
 from eclaw.http import Request
-from eclaw.http.urls import redact_url
 from eclaw.items import item_to_dict
+from eclaw.security.redact import Redactor
 from eclaw.settings import Settings
 from eclaw.storage.paths import resolve_path
 
@@ -34,8 +34,11 @@ class JsonLines:
     earlier run left); a resumed run (:meth:`restore`) goes on after its checkpoint.
     """
 
-    def __init__(self, path: str | Path, *, spider: str = "", run_id: str = "") -> None:
+    def __init__(
+        self, path: str | Path, *, spider: str = "", run_id: str = "", redactor: Redactor | None = None
+    ) -> None:
         self.path = Path(path) if path else None
+        self.redactor = redactor or Redactor()  # every line passes it
         self.count = 0
         self._stamp = {"spider": spider, "run": run_id}
         self._resumed = False
@@ -52,7 +55,8 @@ class JsonLines:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("a", encoding="utf-8")
-        self._file.write(json.dumps(self._stamp | record, default=str, ensure_ascii=False) + "\n")
+        line = self.redactor.record(self._stamp | record)
+        self._file.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
         self._file.flush()
         self.count += 1
 
@@ -95,12 +99,12 @@ class FailureLog(JsonLines):
         self.write(
             {
                 "time": round(time.time(), 3),
-                "url": redact_url(request.url.partition("#")[0]),  # the fetched URL: no fragment
+                "url": request.url.partition("#")[0],  # the fetched URL: no fragment
                 "method": request.method,
                 "reason": reason,
                 "attempts": attempts_of(request),
                 "last_status": status,
-                "error": redact_url(f"{type(error).__name__}: {error}") if error is not None else None,
+                "error": f"{type(error).__name__}: {error}" if error is not None else None,
             }
         )
 
@@ -116,7 +120,7 @@ class DropLog(JsonLines):
         self.write(
             {
                 "time": round(time.time(), 3),
-                "url": redact_url(request.url),
+                "url": request.url,
                 "method": request.method,
                 "reason": reason,
                 "depth": request.depth,
@@ -137,24 +141,24 @@ class DeadLetter(JsonLines):
         self.write(
             {
                 "time": time.time(),
-                "url": redact_url(url) if url else url,
+                "url": url,
                 "stage": stage,
                 "name": name,
-                "error": redact_url(f"{type(error).__name__}: {error}"),
+                "error": f"{type(error).__name__}: {error}",
                 "item": data,
             }
         )
-        logger.error("item dead-lettered to %s (%s %s: %s)", self.path, stage, name, error)
+        logger.error("item dead-lettered to %s (%s %s: %s)", self.path, stage, name, self.redactor.text(str(error)))
 
 
 class Records:
     """The three files of record of one crawl, from its settings."""
 
-    def __init__(self, settings: Settings, spider: str, run_id: str) -> None:
+    def __init__(self, settings: Settings, spider: str, run_id: str, redactor: Redactor | None = None) -> None:
         def path(template: str) -> str:
             return str(resolve_path(template, spider, settings.run_key)) if template else ""
 
-        stamp = {"spider": spider, "run_id": run_id}
+        stamp: dict[str, Any] = {"spider": spider, "run_id": run_id, "redactor": redactor}
         self.failures = FailureLog(path(settings.failures), **stamp)
         self.drops = DropLog(path(settings.drops), **stamp)
         self.dead_letter = DeadLetter(path(settings.dead_letter), **stamp)

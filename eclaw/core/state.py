@@ -45,7 +45,9 @@ __all__ = ["CrawlState", "Saved", "restore_outputs", "save_outputs"]
 logger = logging.getLogger(__name__)
 
 FORMAT = "1"
+# secure_delete: a finished request's row (its headers, cookies) is overwritten, not left in a free page.
 _SCHEMA = """
+PRAGMA secure_delete = ON;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
 """
@@ -120,8 +122,9 @@ class CrawlState:
         if self.directory.exists() and not self.directory.is_dir():
             raise ConfigError(f"state dir {self.directory} is a file, not a directory")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._lock = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+            # Pending requests keep what they need to be sent again (credentials too): owner only.
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._lock = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise ConfigError(f"cannot use state dir {self.directory}: {exc.strerror}") from None
         try:
@@ -140,6 +143,7 @@ class CrawlState:
 
     async def _read(self) -> Saved:
         try:
+            _owner_only(self.path)  # sqlite gives its -wal and -shm files the database's mode
             await self._writer.start(self.path, _SCHEMA)
             meta, pending = await self._writer.run(self._read_rows)
         except sqlite3.DatabaseError as exc:
@@ -324,6 +328,7 @@ class CrawlState:
         obsolete = None
         if dupefilter is not None:
             name = f"dupefilter-{self._checkpoints}.bin"
+            _owner_only(self.directory / name)
             with (self.directory / name).open("wb") as file:
                 dupefilter(file)
             meta["dupefilter"] = name
@@ -378,6 +383,12 @@ class CrawlState:
             if self._lock is not None:
                 os.close(self._lock)
                 self._lock = None
+
+
+def _owner_only(path: Path) -> None:
+    """Create ``path`` readable by its owner only (or make it so)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
 
 
 def save_outputs(outputs: Mapping[str, Resumable]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from eclaw.exceptions import ConfigError
 from eclaw.items import item_key, item_to_dict, item_type
 from eclaw.middlewares import HttpCache, defaults
 from eclaw.observe.quality import Profile
+from eclaw.security.redact import Redactor
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -50,17 +51,20 @@ class RunRecord:
     failures: dict[str, int] = dataclasses.field(default_factory=dict)  # final failures by reason
     pages: int = 0
 
-    def save(self, folder: Path, about: Mapping[str, Any]) -> None:
-        """Write the run next to its responses (``about``: the spider, its arguments, the stats)."""
+    def save(self, folder: Path, about: Mapping[str, Any], redactor: Redactor | None = None) -> None:
+        """Write the run next to its responses (``about``: the spider, its arguments, the stats),
+        everything through ``redactor`` (secret arguments masked by the caller)."""
+        clean = (redactor or Redactor()).record
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / "items.jsonl").open("w", encoding="utf-8") as out:
             for row in self.items:
-                out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                out.write(json.dumps(clean(row), ensure_ascii=False, default=str) + "\n")
         with (folder / "requests.jsonl").open("w", encoding="utf-8") as out:
             for page, method, url in self.requests:
-                out.write(json.dumps({"page": page, "method": method, "url": url}) + "\n")
+                out.write(json.dumps(clean({"page": page, "method": method, "url": url})) + "\n")
         summary = {**about, "profile": self.profile, "failures": self.failures, "pages": self.pages}
-        (folder / "recording.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        text = json.dumps(clean(summary), indent=2, default=str)
+        (folder / "recording.json").write_text(text, encoding="utf-8")
 
     @classmethod
     def load(cls, folder: Path) -> tuple[RunRecord, dict[str, Any]]:
@@ -145,9 +149,10 @@ class Recorder:
         recorder.save(Books.name, stats)
     """
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, redactor: Redactor | None = None) -> None:
         self.folder = Path(folder)
         self.capture = Capture()
+        self.redactor = redactor or Redactor()  # what the folder's records pass through
 
     def middlewares(self) -> list[Middleware]:
         """The default middlewares, then a cache that keeps every response (handled error statuses too)."""
@@ -160,17 +165,22 @@ class Recorder:
         about = {
             "spider": spider,
             "spider_file": spider_file,
-            "args": dict(args or {}),
+            "args": self.redactor.args(args or {}),
             "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
             "stats": stats.as_dict(),
         }
-        self.capture.finish().save(self.folder, about)
+        self.capture.finish().save(self.folder, about, self.redactor)
 
 
 def recorder_for(
-    folder: str | None, spider: type[Spider], base: Settings, overrides: Mapping[str, Any]
+    folder: str | None,
+    spider: type[Spider],
+    base: Settings,
+    overrides: Mapping[str, Any],
+    redactor: Redactor | None = None,
 ) -> Recorder | None:
-    """``--record DIR`` of a crawl (``{spider}`` and ``{run_key}`` filled in); it needs the whole crawl in one run."""
+    """``--record DIR`` of a crawl (``{spider}`` and ``{run_key}`` filled in); it needs the whole crawl in one run.
+    What it writes passes ``redactor`` (the command line's: it knows the secret arguments)."""
     if not folder:
         return None
     try:
@@ -181,4 +191,4 @@ def recorder_for(
         raise ConfigError("--record needs the whole crawl in one process: not with --state or --redis")
     if settings.http_cache or settings.incremental:  # pages it answers would never reach the recording
         raise ConfigError("--record keeps every response itself: not with http_cache or incremental")
-    return Recorder(resolve_path(folder, spider.name, settings.run_key))
+    return Recorder(resolve_path(folder, spider.name, settings.run_key), redactor)

@@ -17,7 +17,9 @@ from typing import Any
 from eclaw.devloop.diff import Diff, compare
 from eclaw.devloop.record import Capture, RunRecord
 from eclaw.engine import Engine
+from eclaw.exceptions import ConfigError
 from eclaw.middlewares import HttpCache, defaults
+from eclaw.security.redact import MASK
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -67,7 +69,8 @@ async def replay(
     Args:
         spider: the spider class (its code as it is now).
         folder: a recording (``eclaw crawl --record``, or :class:`~eclaw.devloop.record.Recorder`).
-        args: spider arguments; default: the recorded run's.
+        args: spider arguments; default: the recorded run's (its secret ones were not kept: give
+            them all here, ``-a`` on the command line).
         settings: base settings (default: defaults).
         overrides: settings that win over the spider's (the replay's own come last).
     """
@@ -81,6 +84,16 @@ async def replay(
     )
     capture.attach(engine)
     async with engine:
-        stats = await engine.crawl(spider, **dict(about.get("args", {}) if args is None else args))
+        stats = await engine.crawl(spider, **(_recorded_args(about) if args is None else dict(args)))
     replayed = capture.finish()
     return Replayed(compare(recorded, replayed), recorded, replayed, stats, about)
+
+
+def _recorded_args(about: Mapping[str, Any]) -> dict[str, Any]:
+    """The recorded run's arguments; a secret one was written as ``***`` and cannot be replayed."""
+    recorded = dict(about.get("args", {}))
+    masked = sorted(name for name, value in recorded.items() if value == MASK)
+    if masked:
+        flags = " ".join(f"-a {name}=..." for name in masked)
+        raise ConfigError(f"the recording does not keep secret arguments: give them all again ({flags})")
+    return recorded

@@ -26,6 +26,7 @@ from eclaw.exceptions import ConfigError, HttpError, RetryRequest
 from eclaw.http import Request, Response
 from eclaw.middlewares import defaults
 from eclaw.observe.snapshots import Snapshots
+from eclaw.security.redact import Redactor
 from eclaw.sessions.jars import CookieJars
 from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
@@ -82,6 +83,7 @@ class Session:
         self.stats = Stats(spider=self.spider.name)
         self.run_id = uuid.uuid4().hex[:12]
         self.snapshots: Snapshots | None = None  # a one-off download saves none
+        self.redactor = Redactor()  # what a plug-in writes passes it
         self.cookies = CookieJars() if self.settings.cookies else None  # kept from one fetch() to the next
         self.stopped = ""  # why a middleware asked to stop, if one did
         self.sent: Request | None = None  # the last request as the downloader got it (after the middlewares)

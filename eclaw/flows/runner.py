@@ -30,6 +30,8 @@ from eclaw.engine import Engine
 from eclaw.exceptions import ConfigError, FlowError, TaskFailed
 from eclaw.flows.graph import Graph
 from eclaw.flows.tasks import Context, Items, Task, call_function, result_from_json, result_to_json
+from eclaw.observe.logs import Redacting
+from eclaw.security.redact import Redactor, is_secret_arg
 from eclaw.storage import sqlite
 
 __all__ = ["FlowLogFilter", "TaskRecord", "load_records", "run_flow"]
@@ -139,6 +141,8 @@ class _Run:
                 self.records[name] = saved
         self.results: dict[str, Any] = {}
         self.params = params
+        # what the run writes (its log, its tasks' errors) is redacted; params that look secret are secrets
+        self.redactor = Redactor(secrets=[str(v) for k, v in params.items() if v and is_secret_arg(k)])
         self.done = {name: asyncio.Event() for name in self.order}
         self.slots = asyncio.Semaphore(flow.concurrency)
         self.db = _connect(store)
@@ -160,7 +164,7 @@ class _Run:
                     record.started_at,
                     record.finished_at,
                     record.result,
-                    record.error,
+                    self.redactor.text(record.error) if record.error else record.error,
                     self.run_id,
                 ),
             )
@@ -294,6 +298,7 @@ class _Run:
         self._token = _CONTEXT.set((self.run_id, "-", 0))
         self._handler = logging.FileHandler(path, encoding="utf-8")
         self._handler.addFilter(FlowLogFilter())
+        self._handler.addFilter(Redacting(self.redactor))
         self._handler.setFormatter(
             _OneTraceback("%(asctime)s %(levelname)-7s run=%(run_id)s task=%(task)s attempt=%(attempt)s %(message)s")
         )

@@ -13,6 +13,7 @@ from urllib.parse import urljoin, urlsplit
 from w3lib.url import canonicalize_url, safe_url_string
 
 from eclaw.exceptions import InvalidURL
+from eclaw.security.redact import redact_url  # the rule lives with the redaction boundary
 
 __all__ = [
     "absolute_url",
@@ -207,11 +208,3 @@ def host_allowed(host: str, allowed_domains: frozenset[str]) -> bool:
     if not allowed_domains or host in allowed_domains:
         return True
     return any(host.endswith("." + domain) for domain in allowed_domains)
-
-
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/@:\s]*):[^/@\s]*@")
-
-
-def redact_url(text: str) -> str:
-    """``text`` with the passwords of URLs in it replaced by ``***`` (for logs and failure records)."""
-    return _USERINFO.sub(r"\1:***@", text) if "@" in text else text

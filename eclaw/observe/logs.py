@@ -14,11 +14,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from eclaw.exceptions import ConfigError
+from eclaw.security.redact import Redactor
 
-__all__ = ["TEXT_FORMAT", "JsonFormatter", "LogContext", "crawl_logs", "log_formatter", "request_id"]
+__all__ = ["TEXT_FORMAT", "JsonFormatter", "LogContext", "Redacting", "crawl_logs", "log_formatter", "request_id"]
 
 request_id: contextvars.ContextVar[int] = contextvars.ContextVar("eclaw_request_id", default=0)
 _crawl: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("eclaw_crawl", default=("-", "-"))
+# The running crawl's redactor (its tasks inherit it): a log line knows that crawl's secrets.
+_redactor: contextvars.ContextVar[Redactor | None] = contextvars.ContextVar("eclaw_redactor", default=None)
 
 
 class LogContext(logging.Filter):
@@ -42,6 +45,42 @@ class OwnCrawl(logging.Filter):
         return _crawl.get()[1] == self.run_id
 
 
+class Redacting(logging.Filter):
+    """Redacts every record a handler writes, at every level: its message (arguments merged in),
+    its traceback and its stack, with the running crawl's :class:`~eclaw.security.redact.Redactor`
+    (outside a crawl, with ``fallback``). The CLI's console and every ``log_file`` have one; add one to
+    your own handlers when you embed eclaw::
+
+        handler.addFilter(Redacting())
+
+    Args:
+        fallback: the redactor for records logged outside a crawl (default: URL passwords and
+            sensitive headers only).
+    """
+
+    def __init__(self, fallback: Redactor | None = None) -> None:
+        super().__init__()
+        self.fallback = fallback or Redactor()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redactor = _redactor.get() or self.fallback
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format: logging reports it when the record is formatted
+            return True
+        record.msg, record.args = redactor.text(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _TRACEBACKS.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redactor.text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redactor.text(record.stack_info)
+        return True
+
+
+_TRACEBACKS = logging.Formatter()
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, spider, run_id, request_id (and the error)."""
 
@@ -55,8 +94,8 @@ class JsonFormatter(logging.Formatter):
             "run_id": getattr(record, "run_id", "-"),
             "request_id": getattr(record, "request_id", 0),
         }
-        if record.exc_info:
-            data["error"] = self.formatException(record.exc_info)
+        if record.exc_info or record.exc_text:  # the text a Redacting filter left, if one did
+            data["error"] = record.exc_text or self.formatException(record.exc_info)  # type: ignore[arg-type]
         return json.dumps(data, ensure_ascii=False)
 
 
@@ -68,10 +107,14 @@ def log_formatter(kind: str) -> logging.Formatter:
 
 
 @contextmanager
-def crawl_logs(spider: str, run_id: str, log_file: str = "", log_format: str = "text") -> Iterator[None]:
-    """While a crawl runs: its log records name it (its tasks inherit the context), and with
-    ``log_file`` a handler of its own writes its records (and only its) to that file."""
+def crawl_logs(
+    spider: str, run_id: str, log_file: str = "", log_format: str = "text", redactor: Redactor | None = None
+) -> Iterator[None]:
+    """While a crawl runs: its log records name it (its tasks inherit the context) and are redacted
+    with its ``redactor``, and with ``log_file`` a handler of its own writes its records (and only its)
+    to that file."""
     _crawl.set((spider, run_id))
+    _redactor.set(redactor)
     handler = None
     if log_file:
         try:
@@ -80,6 +123,7 @@ def crawl_logs(spider: str, run_id: str, log_file: str = "", log_format: str = "
             raise ConfigError(f"cannot write the log file {log_file}: {exc.strerror}") from None
         handler.addFilter(OwnCrawl(run_id))
         handler.addFilter(LogContext())
+        handler.addFilter(Redacting(redactor))
         handler.setFormatter(log_formatter(log_format))
         logging.getLogger("eclaw").addHandler(handler)
     try:

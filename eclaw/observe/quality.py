@@ -160,6 +160,7 @@ class RunRecorder:
         for warning in stats.quality:
             logger.warning("data quality: %s", warning)
         try:
-            await self.log.finish(stats.as_dict(), profile, stats.quality)
+            clean = self._crawl.redactor.record  # a run row is a record like any other
+            await self.log.finish(clean(stats.as_dict()), profile, clean(stats.quality))
         except Exception as exc:  # the crawl's data is safe; only its run record is missing
             logger.error("could not record the run in %s: %s", self.log.path, exc)

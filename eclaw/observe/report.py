@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
+from eclaw.security.redact import redact_url
 
 __all__ = ["lifecycle", "read_trace", "render_report", "totals"]
 
@@ -248,7 +249,8 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
         "body{font-family:system-ui,sans-serif;margin:2em;max-width:760px}"
         "svg text{font-size:12px;fill:#333}h2{font-size:1.1em;margin-top:1.6em}"
     )
-    return (
+    page = (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n"
     )
+    return redact_url(page)  # a trace eclaw wrote has none; one written before it redacted may

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from eclaw.http import Request, Response
-from eclaw.http.urls import redact_url
+from eclaw.security.redact import Redactor
 from eclaw.storage.paths import resolve_path
 
 if TYPE_CHECKING:
@@ -61,8 +61,11 @@ class Snapshots:
         max_bytes: bytes the folder keeps; a snapshot that would pass it is not saved.
     """
 
-    def __init__(self, dir: str | Path, *, max_count: int = 50, max_bytes: int = 50_000_000) -> None:
+    def __init__(
+        self, dir: str | Path, *, max_count: int = 50, max_bytes: int = 50_000_000, redactor: Redactor | None = None
+    ) -> None:
         self.dir = Path(dir)
+        self.redactor = redactor or Redactor()  # what every file but the body passes
         self.max_count = max_count
         self.max_bytes = max_bytes
         self.saved = 0  # by this instance (one crawl)
@@ -76,12 +79,12 @@ class Snapshots:
         return f"Snapshots({str(self.dir)!r}, max_count={self.max_count}, max_bytes={self.max_bytes})"
 
     @classmethod
-    def from_settings(cls, settings: Settings, spider: str) -> Snapshots | None:
+    def from_settings(cls, settings: Settings, spider: str, redactor: Redactor | None = None) -> Snapshots | None:
         """The crawl's snapshots (``snapshots``, ``snapshots_max``, ``snapshots_max_bytes``); ``None`` if off."""
         if not settings.snapshots or not settings.snapshots_max:
             return None
         folder = resolve_path(settings.snapshots, spider, settings.run_key)
-        return cls(folder, max_count=settings.snapshots_max, max_bytes=settings.snapshots_max_bytes)
+        return cls(folder, max_count=settings.snapshots_max, max_bytes=settings.snapshots_max_bytes, redactor=redactor)
 
     async def save(
         self,
@@ -101,7 +104,7 @@ class Snapshots:
             reason: the failure's reason, as in the stats (``callback error: KeyError``, ``no items``).
             extra_files: more files for the folder, by name (``{"screenshot.png": data}``).
         """
-        files = _files(request, response, error, reason, extra_files or {})
+        files = _files(request, response, error, reason, extra_files or {}, self.redactor)
         size = sum(len(data) for data in files.values())
         async with self._lock:  # the count and the folder's eviction stay consistent
             if self.saved >= self.max_count or self._bytes + size > self.max_bytes:
@@ -153,16 +156,23 @@ def load_snapshot(folder: str | Path) -> Response:
 
 
 def _files(
-    request: Request, response: Response | None, error: BaseException | None, reason: str, extra: Mapping[str, bytes]
+    request: Request,
+    response: Response | None,
+    error: BaseException | None,
+    reason: str,
+    extra: Mapping[str, bytes],
+    redactor: Redactor,
 ) -> dict[str, bytes]:
+    """The snapshot's files. All but the body (the page as the site sent it) and the extra files (a
+    screenshot) pass ``redactor``: headers, meta (cookies, the proxy's password), the error, the traceback."""
     record: dict[str, Any] = {
         "time": round(time.time(), 3),
         "reason": reason,
         "error": f"{type(error).__name__}: {error}" if error is not None else None,
         "request": {
             "method": request.method,
-            "url": redact_url(request.url),
-            "headers": dict(request.headers),
+            "url": request.url,
+            "headers": dict(redactor.headers_of(request.headers)),
             "meta": request.meta,
             "callback": getattr(request.callback, "__name__", None) if request.callback else "parse",
             "depth": request.depth,
@@ -172,14 +182,15 @@ def _files(
     files: dict[str, bytes] = {}
     if response is not None:
         record["response"] = {
-            "url": redact_url(response.url),
+            "url": response.url,
             "status": response.status,
-            "headers": list(response.headers.items()),
+            "headers": redactor.headers_of(response.headers.items()),
         }
         files[f"body.{_extension(response)}"] = response.body
-    files["snapshot.json"] = json.dumps(record, indent=2, default=repr, ensure_ascii=False).encode()
+    record = redactor.record(json.loads(json.dumps(record, default=repr)))  # meta's objects as their repr
+    files["snapshot.json"] = json.dumps(record, indent=2, ensure_ascii=False).encode()
     if error is not None and error.__traceback__ is not None:
-        files["traceback.txt"] = "".join(traceback.format_exception(error)).encode()
+        files["traceback.txt"] = redactor.text("".join(traceback.format_exception(error))).encode()
     return files | dict(extra)
 
 

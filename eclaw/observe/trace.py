@@ -29,6 +29,7 @@ from eclaw.events import (
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request, Response
 from eclaw.items import item_type
+from eclaw.security.redact import Redactor
 
 __all__ = ["Tracer"]
 
@@ -66,6 +67,7 @@ class Tracer:
     def __init__(self, path: str) -> None:
         self.path = path
         self._file: TextIO | None = None
+        self._redactor = Redactor()  # the crawl's, once it opens
         self._start = time.monotonic()
         self._pending: list[tuple[float, Callable[[Any, str], str], Any]] = []  # (clock, formatter, event)
         self._held = 0  # bytes of the bodies of the responses downloaded in the pending events
@@ -87,6 +89,8 @@ class Tracer:
         return [(RequestGenerated, self.generated), (RequestDropped, self.dropped)]
 
     async def open(self, crawl: CrawlContext) -> None:
+        if crawl is not None:  # a test may open one on its own
+            self._redactor = crawl.redactor
         try:
             self._file = open(self.path, "w", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115, ASYNC230 - once
         except OSError as exc:
@@ -140,7 +144,7 @@ class Tracer:
                 lines.append(form(what, t))
             except Exception as exc:  # that event's line is lost, not the batch's
                 failed = failed or exc
-        self._file.write("".join(lines))
+        self._file.write(self._redactor.text("".join(lines)))  # a batch at a time: one pass of the regexes
         if failed is not None:
             raise failed  # to the subscriber's caller: logged and counted as a handler's error
 

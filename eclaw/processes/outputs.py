@@ -18,6 +18,7 @@ from eclaw.core.records import Records
 from eclaw.events import Event, ItemParsed
 from eclaw.frontier.mesh import unread
 from eclaw.processes.part import Job
+from eclaw.security.redact import Redactor
 from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
 from eclaw.stats import Stats, merge_stats
@@ -36,6 +37,7 @@ class _Export:
         self.spider, self.settings, self.stats = spider, settings, stats
         self.run_id, self.queued, self.in_flight, self.cookies, self.snapshots = "export", 0, 0, None, None
         self._dead_letter = dead_letter
+        self.redactor = Redactor()  # what an output writes passes it
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         return None

@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 from eclaw import Request, Settings, Spider
 from eclaw.cluster.frontier import RedisScheduler
+from eclaw.security.redact import Redactor
 from eclaw.stats import Stats
 from eclaw.testing import serve
 from tests.cluster.servers import RedisServer, redis_server
@@ -93,10 +94,10 @@ class Town(Spider):
 
 
 class Crawl(SimpleNamespace):
-    """What the sink uses of a crawl: its spider, stats, and where it dead-letters."""
+    """What the sink uses of a crawl: its spider, stats, redactor, and where it dead-letters."""
 
     def __init__(self, spider: Spider) -> None:
-        super().__init__(spider=spider, stats=Stats(spider="towns"), dead=[])
+        super().__init__(spider=spider, stats=Stats(spider="towns"), dead=[], redactor=Redactor())
 
     def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
         self.dead.append((items, type(error).__name__))
