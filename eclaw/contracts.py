@@ -27,7 +27,9 @@ Capabilities are declared by implementing a Protocol, never guessed:
   :class:`Closes` (``close()`` at the end): middlewares, pipelines and outputs alike;
 - :class:`Resumable` (``checkpoint()``, ``restore(saved)``, ``flush()``): an
   output a crawl saved with ``--state`` continues exactly (a middleware too: the session
-  pool's sessions, like the crawl's cookie jars, come back on resume).
+  pool's sessions, like the crawl's cookie jars, come back on resume);
+- :class:`ChecksHops` (``check_hop(request, url)``): a middleware that vets each redirect hop as
+  it vets a new request (``Robots`` does: a hop obeys the robots.txt of its host).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
+    from eclaw.security.redact import Redactor
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
@@ -46,10 +49,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchHandler",
+    "ChecksHops",
+    "ChoosesProxy",
     "Closes",
     "CrawlContext",
     "Fetch",
     "Handler",
+    "HopCheck",
     "ItemPipeline",
     "Middleware",
     "Opens",
@@ -63,12 +69,27 @@ __all__ = [
 Fetch = Callable[[Request], Awaitable[Response]]
 Handler = Callable[[Any], Awaitable[None] | None]  # an event handler: async, or plain for quick bookkeeping
 BatchHandler = Callable[[Sequence[Any], Any], None]  # a batch's payloads and its context (see TakesBatches)
+HopCheck = Callable[[Request, str], Awaitable[None]]  # (request, hop URL): raises IgnoreRequest to refuse the hop
 
 
 class Middleware(Protocol):
     """Anything callable as ``await mw(request, call_next)``."""
 
     def __call__(self, request: Request, call_next: Fetch, /) -> Awaitable[Response]: ...
+
+
+class ChoosesProxy(Protocol):
+    """Chooses the proxy of each redirect hop of one request, so that a hop goes through the proxy
+    its own URL calls for (rotation, ``HTTPS_PROXY`` after an http→https redirect, ``NO_PROXY``):
+    the ``Proxy`` middleware puts one in ``meta["proxy_chooser"]``; fetchers that follow redirects
+    ask it (:func:`eclaw.downloaders.redirects.hop_proxy`)."""
+
+    async def proxy_for(self, url: str) -> str | None:
+        """The proxy URL (its credentials in it) for a hop to ``url``, or ``None`` to go direct."""
+
+    def whole(self) -> tuple[str, tuple[str, ...]] | None:
+        """The policy as one proxy URL and the hosts that go direct (a client choosing per hop itself,
+        the browser, is given it whole), or ``None`` when it is not one proxy (rotation, a proxy per scheme)."""
 
 
 class SavesSnapshots(Protocol):
@@ -106,6 +127,10 @@ class CrawlContext(Protocol):
     def snapshots(self) -> SavesSnapshots | None:
         """Where failed pages are saved for a developer (:class:`~eclaw.observe.snapshots.Snapshots`);
         ``None`` when the ``snapshots`` setting is off."""
+
+    @property
+    def redactor(self) -> Redactor:
+        """What every record the crawl writes passes (:mod:`eclaw.security.redact`)."""
 
     @property
     def queued(self) -> int:
@@ -172,6 +197,18 @@ class Resumable(Protocol):
 
     async def flush(self) -> None:
         """Make what was written so far durable before a checkpoint records it."""
+
+
+@runtime_checkable
+class ChecksHops(Protocol):
+    """A middleware (or the frontier) that vets each hop of a redirect as it vets a new request:
+    ``check_hop`` raises ``IgnoreRequest(reason)`` to refuse it, and the request ends dropped with
+    that reason. The crawl hands these checks (the frontier's first, then the middlewares' in list
+    order) to a downloader that follows redirects itself
+    (:class:`~eclaw.downloaders.base.VetsHops`)."""
+
+    async def check_hop(self, request: Request, url: str) -> None:
+        """Refuse (raise ``IgnoreRequest``) or allow ``request``'s redirect to ``url``."""
 
 
 @runtime_checkable

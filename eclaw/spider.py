@@ -63,6 +63,12 @@ class Spider:
             and an error snapshot is saved (docs/devloop.md); a request's
             ``meta["expect_items"]`` (true or false) wins over it.
 
+        secret_args: names of arguments (``-a NAME=VALUE``) or attributes whose values are secrets:
+            every record eclaw writes (logs, recordings, state, snapshots...) shows them as ``***``.
+            Arguments whose names hold ``password``, ``passwd``, ``pass``, ``token``, ``secret``,
+            ``key``, ``api_key``, ``apikey``, ``auth`` or ``credential`` (any case) are secret too
+            (see :mod:`eclaw.security.redact`).
+
     Keyword arguments given to the constructor (CLI ``-a key=value``) become
     attributes, so a spider can take its start URL as an argument. A string given
     for a list attribute (``-a start_urls=https://a.example/,https://b.example/``)
@@ -91,6 +97,7 @@ class Spider:
     sitemap_alternate_links: bool = False
     http_auth: Mapping[str, tuple[str, str]] = {}
     browser: ClassVar[Mapping[str, Any]] = {}
+    secret_args: ClassVar[Sequence[str]] = ()  # argument names whose values are never written
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
@@ -130,7 +137,10 @@ class Spider:
             host = str(domain).strip().lower()
             if "://" in host or "/" in host:
                 raise ConfigError(f"spider {self.name!r}: allowed_domains entry {domain!r} must be a host, not a URL")
-            domains.append(host.rsplit(":", 1)[0] if host.count(":") == 1 else host)
+            if host.count(":") == 1:  # as Scrapy, the port is not matched: say so rather than drop it unseen
+                logger.warning("spider %r: allowed_domains entry %r: ports are ignored", self.name, domain)
+                host = host.rsplit(":", 1)[0]
+            domains.append(host)
         self.allowed_domains = domains
         for url in self.start_urls:
             check_start_url(Request(url).url)  # raises InvalidURL naming a malformed start URL
@@ -145,7 +155,7 @@ class Spider:
             for request in self._sitemaps.requests():
                 yield request
         for url in self.start_urls:
-            yield Request(url)
+            yield Request(url, dont_filter=True)  # as Scrapy's: neither offsite nor a duplicate
 
     def parse(self, response: Response) -> Any:
         """Default callback: follows the spider's ``rules``. Override it (or give requests a ``callback``)."""

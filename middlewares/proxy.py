@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from yarl import URL
 
 from eclaw.contracts import Fetch
+from eclaw.downloaders.redirects import PROXY_CHOOSER
 from eclaw.downloaders.socks import SOCKS_SCHEMES
 from eclaw.exceptions import ConfigError, ConnectError, DownloadTimeout, HttpError, ProxyError
 from eclaw.http import Request, Response
@@ -24,7 +25,7 @@ from eclaw.http.urls import host_allowed, url_host
 if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
 
-__all__ = ["Proxy", "ProxyState"]
+__all__ = ["HopProxies", "Proxy", "ProxyState"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,9 @@ class Proxy:
     for the first to come back, or, with ``when_all_benched="fail"``, the crawl
     stops with a clear error. Credentials (``http://user:pass@host:port``)
     never appear in logs, stats or failure records: proxies are named
-    ``host:port`` there. A request whose ``meta["proxy"]`` is already set keeps it.
+    ``host:port`` there. The proxy is chosen again for every redirect hop (rotation, the scheme
+    and ``no_proxy`` of the hop's own URL: :class:`HopProxies`); a proxy's credentials go to that
+    proxy only. A request whose ``meta["proxy"]`` is already set keeps it, on every hop.
 
     Args:
         proxies: proxy URLs, or the path of a file with one per line.
@@ -108,7 +111,8 @@ class Proxy:
         self.ban_statuses = frozenset(ban_statuses) | {407}
         self.ban_pattern = re.compile(ban_pattern.encode()) if ban_pattern else None
         self.when_all_benched = when_all_benched
-        self.no_proxy = frozenset(h.strip().lower().lstrip(".") for h in no_proxy if h.strip())
+        self.no_proxy = frozenset(h.strip().lower().lstrip(".") for h in no_proxy if h.strip() and h.strip() != "*")
+        self.no_proxy_all = any(h.strip() == "*" for h in no_proxy)
         self._rng = rng or random.Random()
         self._cycle = itertools.cycle(self.proxies)
         self._by_host: dict[str, ProxyState] = {}
@@ -117,7 +121,8 @@ class Proxy:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: object) -> Proxy:
-        """Proxies of ``HTTP_PROXY`` / ``HTTPS_PROXY`` (any case), each for its scheme; ``NO_PROXY`` honoured."""
+        """Proxies of ``HTTP_PROXY`` / ``HTTPS_PROXY`` (any case), each for its scheme, ``ALL_PROXY`` for a
+        scheme without one; ``NO_PROXY`` honoured (``*``: every host direct). Chosen again on every redirect hop."""
         env = os.environ if environ is None else environ
 
         def get(name: str) -> str:
@@ -125,13 +130,13 @@ class Proxy:
 
         by_url: dict[str, set[str]] = {}
         for scheme in ("http", "https"):
-            url = get(f"{scheme.upper()}_PROXY").strip()
+            url = (get(f"{scheme.upper()}_PROXY") or get("ALL_PROXY")).strip()
             if url:
                 by_url.setdefault(url, set()).add(scheme)
         if not by_url:
-            raise ConfigError("proxies=env: neither HTTP_PROXY nor HTTPS_PROXY is set")
+            raise ConfigError("proxies=env: neither HTTP_PROXY nor HTTPS_PROXY is set (nor ALL_PROXY)")
         states = [ProxyState(url, frozenset(schemes)) for url, schemes in by_url.items()]
-        no_proxy = [h for h in get("NO_PROXY").split(",") if h.strip() and h.strip() != "*"]
+        no_proxy = [h for h in get("NO_PROXY").split(",") if h.strip()]
         return cls(states, no_proxy=no_proxy, **options)  # type: ignore[arg-type]
 
     @classmethod
@@ -152,21 +157,30 @@ class Proxy:
 
     async def __call__(self, request: Request, call_next: Fetch) -> Response:
         meta = request.meta
-        scheme = request.url.partition(":")[0].lower()
-        if meta.get("proxy") or scheme not in ("http", "https") or self._bypass(request.url):
-            return await call_next(request)
-        proxy = await self._choose(request.url, scheme)
-        proxy.uses += 1
+        if meta.get("proxy") or request.url.partition(":")[0].lower() not in ("http", "https"):
+            return await call_next(request)  # a proxy set by hand is the request's on every hop
+        hops = HopProxies(self)
+        first = await hops.choose(request.url)
+        sent = request.replace(meta={**meta, PROXY_CHOOSER: hops, **({"proxy": first.url} if first else {})})
         try:
-            response = await call_next(request.replace(meta={**meta, "proxy": proxy.url}))
+            response = await call_next(sent)
         except HttpError as exc:
-            if exc.status in self.ban_statuses:
-                raise self._banned(proxy, f"http {exc.status}") from exc
-            self._ok(proxy)
+            _forget(exc.response.request)
+            if hops.last is not None and exc.status in self.ban_statuses:
+                raise self._banned(hops.last, f"http {exc.status}") from exc
+            if hops.last is not None:
+                self._ok(hops.last)
             raise
         except (ConnectError, DownloadTimeout) as exc:
-            self._failed(proxy, exc.reason)
+            if hops.last is not None:
+                self._failed(hops.last, exc.reason)
             raise
+        finally:
+            _forget(sent)
+        _forget(response.request)  # a middleware inside may have sent a copy of the request
+        proxy = hops.last
+        if proxy is None:
+            return response
         if response.status in self.ban_statuses:
             raise self._banned(proxy, f"http {response.status}")
         if self.ban_pattern is not None and self.ban_pattern.search(response.body):
@@ -174,8 +188,18 @@ class Proxy:
         self._ok(proxy)
         return response
 
+    async def choose(self, url: str) -> ProxyState | None:
+        """The proxy for a hop to ``url`` (counted as used), or ``None`` for one sent direct
+        (``no_proxy``, or a scheme no proxy takes); re-chosen for every redirect hop."""
+        scheme = url.partition(":")[0].lower()
+        if scheme not in ("http", "https") or self._bypass(url):
+            return None
+        proxy = await self._choose(url, scheme)
+        proxy.uses += 1
+        return proxy
+
     def _bypass(self, url: str) -> bool:
-        return bool(self.no_proxy) and host_allowed(url_host(url), self.no_proxy)
+        return self.no_proxy_all or (bool(self.no_proxy) and host_allowed(url_host(url), self.no_proxy))
 
     async def _choose(self, url: str, scheme: str) -> ProxyState:
         while True:
@@ -238,6 +262,43 @@ class Proxy:
         self._count(proxy, "banned")
         self._failed(proxy, f"banned: {reason}")
         return ProxyError(f"proxy {proxy.name} looks banned ({reason})")
+
+
+class HopProxies:
+    """The proxies of one request's hops (a :class:`~eclaw.contracts.ChoosesProxy`): each redirect hop
+    goes through the proxy its own URL calls for; :attr:`last` is the one of the latest hop, whose
+    health the response tells."""
+
+    __slots__ = ("_proxy", "last")
+
+    def __init__(self, proxy: Proxy) -> None:
+        self._proxy = proxy
+        self.last: ProxyState | None = None
+
+    def __repr__(self) -> str:
+        return f"<proxies per hop, last {self.last!r}>"
+
+    async def choose(self, url: str) -> ProxyState | None:
+        self.last = await self._proxy.choose(url)
+        return self.last
+
+    async def proxy_for(self, url: str) -> str | None:
+        chosen = await self.choose(url)
+        return chosen.url if chosen is not None else None
+
+    def whole(self) -> tuple[str, tuple[str, ...]] | None:
+        """The policy as one proxy for every proxied hop and the hosts that go direct (``no_proxy``),
+        for a client that chooses per hop itself (the browser); ``None`` when it is not one proxy."""
+        proxy = self._proxy
+        if len(proxy.proxies) != 1 or proxy.no_proxy_all or proxy.proxies[0].schemes != {"http", "https"}:
+            return None
+        return proxy.proxies[0].url, tuple(sorted(proxy.no_proxy))
+
+
+def _forget(request: Request) -> None:
+    """Take the chooser out of a request the crawl keeps (its meta holds JSON values only)."""
+    if request._meta:
+        request._meta.pop(PROXY_CHOOSER, None)
 
 
 def _read_list(path: Path) -> list[str]:

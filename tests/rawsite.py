@@ -32,7 +32,8 @@ class RawSite:
                     f"Content-Length: {len(body)}",
                     *(f"{k}: {v}" for k, v in headers.items()),
                 ]
-                writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+                # surrogates stand for raw bytes: a header in Latin-1 (not UTF-8) is sent as it is
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body)
                 await writer.drain()
         except (ConnectionError, IndexError):
             return

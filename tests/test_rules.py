@@ -273,7 +273,7 @@ def test_same_domain_of_an_ip_is_the_ip() -> None:
         (lambda: Rule(r"(unclosed"), r"Rule\(allow='\(unclosed'\) allow: bad regular expression"),
         (lambda: Rule(strategy="same-origin"), "strategy must be one of 'same-host', 'same-domain', 'any'"),
         (lambda: Rule(restrict_css="nav[["), "bad restrict_css/restrict_xpaths"),
-        (lambda: Rule(allow_domains="news.test"), "allow_domains must be a list of hosts"),
+        (lambda: Rule(allow_domains="http://news.test/"), "allow_domains entry 'http://news.test/' must be a host"),
         (lambda: Rule(allow=42), "42 is not a pattern"),  # type: ignore[arg-type]
         (lambda: Rule(callback=42), "callback must be a method name or a callable"),  # type: ignore[arg-type]
         (lambda: glob(""), "glob"),

@@ -55,6 +55,10 @@ class Wiki(Spider):
     name = "wiki"
     allowed_domains = ["127.0.0.1"]
 
+    async def start_requests(self) -> AsyncIterator[Request]:  # not dont_filter, as start_urls are (Scrapy)
+        for url in self.start_urls:
+            yield Request(url)
+
     def parse(self, response: Response) -> Iterator[Any]:
         yield {"title": response.css("title::text").get()}
         yield from response.follow_all(css="a")

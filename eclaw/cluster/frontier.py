@@ -225,6 +225,9 @@ class RedisScheduler:
             mode, marks = self._marks(request)
             names = ["seen" if mode == "set" else "bloom", "queue", "requests", "seq", "events"]
             calls.append((index, "ENQUEUE", names, [mode, len(marks), *marks, record, request.priority]))
+            if request.dont_filter:  # queued whatever came before; a link to it later is a duplicate
+                mode, marks = self._marks(request, always=True)
+                calls.append((index, "MARK", ["seen" if mode == "set" else "bloom"], [mode, len(marks), *marks]))
             if key is not None:
                 sent[index] = key
         if calls:
@@ -234,7 +237,7 @@ class RedisScheduler:
                     reasons[index] = "duplicate"
             for key in sent.values():  # queued or a duplicate: either way in the shared filter now
                 self._recent.add(key)
-            queued = sum(1 for result in results if result)
+            queued = sum(1 for call, result in zip(calls, results, strict=True) if call[1] != "MARK" and result)
             self.counts = (self.counts[0] + queued, *self.counts[1:])
         if kept:
             await self._keep(kept)
@@ -266,8 +269,8 @@ class RedisScheduler:
         scripts: list[ScriptCall] = [(script, keys, args) for _, script, keys, args in calls]
         return self.link.scripts(scripts)
 
-    def _marks(self, request: Request) -> tuple[str, list[Any]]:
-        if request.dont_filter:
+    def _marks(self, request: Request, *, always: bool = False) -> tuple[str, list[Any]]:
+        if request.dont_filter and not always:
             return "none", []
         fp = fingerprint(request)
         if self._settings.dupefilter == "set":

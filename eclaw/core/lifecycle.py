@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from eclaw.contracts import Closes, CrawlContext, Opens
-from eclaw.downloaders.base import Downloader, Paced, UsesCookies
+from eclaw.downloaders.base import Downloader, Paced, UsesCookies, VetsHops
 from eclaw.exceptions import EclawError
 from eclaw.frontier.base import Scheduler
+from eclaw.frontier.hopcheck import hop_check
 from eclaw.frontier.politeness import Pacing
 
 __all__ = ["Parts", "uninterruptible"]
@@ -38,6 +39,9 @@ class Parts:
             self.downloader.use_cookies(crawl.cookies)
         if isinstance(self.scheduler, Pacing) and isinstance(self.downloader, Paced):  # declared by both
             self.downloader.pace(self.scheduler)
+        check = hop_check([self.scheduler, *self.plugins])  # each redirect hop vetted as a new request
+        if check is not None and isinstance(self.downloader, VetsHops):
+            self.downloader.check_hops(check)
         await self.downloader.open(spider, settings)
         self._closers.append((self.downloader, self.downloader.close))
         for plugin in self.plugins:

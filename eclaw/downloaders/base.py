@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from eclaw.http import Request, Response
 
 if TYPE_CHECKING:
+    from eclaw.contracts import HopCheck
     from eclaw.frontier.politeness import Pacing
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["Downloader", "Paced", "UsesCookies"]
+__all__ = ["Downloader", "Paced", "UsesCookies", "VetsHops"]
 
 
 class Downloader(Protocol):
@@ -41,3 +42,12 @@ class Paced(Protocol):
     :class:`~eclaw.frontier.politeness.Pacing` before opening it."""
 
     def pace(self, pacing: Pacing) -> None: ...
+
+
+@runtime_checkable
+class VetsHops(Protocol):
+    """A downloader that follows redirects itself and lets the crawl vet each hop as it vets a new
+    request (robots, offsite, scheme: :class:`~eclaw.contracts.ChecksHops`): the crawl hands it
+    ``check`` before opening it; a hop ``check`` refuses ends the request dropped with that reason."""
+
+    def check_hops(self, check: HopCheck) -> None: ...

@@ -5,8 +5,10 @@ when the fetcher opens, so eclaw imports without it. It behaves as the plain fet
 does where users rely on it: redirects followed by eclaw hop by hop
 (:mod:`eclaw.downloaders.redirects`); bodies refused past ``max_response_size`` as they
 arrive (curl counts them after decompression, so a gzip bomb is cut off early); the
-same timeouts, ``verify_tls``, cookies per crawl and ``meta["proxy"]``; curl's errors
-become :mod:`eclaw.exceptions` here.
+same timeouts, ``verify_tls``, cookies per crawl and ``meta["proxy"]`` (chosen again for each
+redirect hop); the request's own credentials and ``http_auth`` on each hop as
+:mod:`eclaw.security.scope` says (a ``Proxy-Authorization`` header goes to the proxy, never
+through the tunnel); curl's errors become :mod:`eclaw.exceptions` here.
 
 HTTP/2 is negotiated by ALPN, as the browser does; ``response.meta["http_version"]``
 says what was used (``"HTTP/2"``, ``"HTTP/1.1"``, ...).
@@ -21,17 +23,20 @@ when the spider's ``user_agent`` or the ``user_agent`` setting names one, is sen
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import logging
 import math
 import re
 import ssl
 import typing
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
+from eclaw.downloaders.redirects import REDIRECTS, Hop, follow, hop_proxy
 from eclaw.downloaders.tls import certificate_error, handshake_error
 from eclaw.exceptions import (
     ConfigError,
@@ -46,11 +51,15 @@ from eclaw.exceptions import (
 )
 from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
+from eclaw.security.headers import sensitive_headers
+from eclaw.security.scope import proxy_authorization, scoped, why_not_carried
+from eclaw.sessions.auth import HostAuth
 
 if TYPE_CHECKING:
     from curl_cffi.requests import AsyncSession
     from curl_cffi.requests.exceptions import RequestException
 
+    from eclaw.contracts import HopCheck
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
@@ -69,6 +78,11 @@ class ImpersonateDownloader:
 
     def __init__(self) -> None:
         self._session: AsyncSession[Any] | None = None
+        self._check: HopCheck | None = None
+
+    def check_hops(self, check: HopCheck) -> None:
+        """Have ``check`` vet each redirect hop (:class:`~eclaw.downloaders.base.VetsHops`)."""
+        self._check = check
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         try:  # the extra is imported here, when a crawl needs it, never with eclaw
@@ -81,6 +95,8 @@ class ImpersonateDownloader:
 
         self._settings = settings
         self._errors = RequestException
+        self._sensitive = sensitive_headers(settings.sensitive_headers)
+        self._auth = HostAuth(settings.http_auth, spider.http_auth)
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
         self._stock = {} if spider.user_agent or settings.user_agent else {ua: rest for ua, *rest in BROWSERS}
         options: dict[CurlOpt, int | str] = {
@@ -115,21 +131,28 @@ class ImpersonateDownloader:
     async def fetch(self, request: Request) -> Response:
         if self._session is None:
             raise RuntimeError("downloader is not open")
-        return await follow(request, self._send, self._allowed, self._settings.max_redirects)
+        return await follow(request, self._send, self._allowed, self._settings.max_redirects, check=self._check)
 
-    async def _send(self, request: Request, url: str, method: str, body: bytes) -> Hop:
+    async def _send(self, request: Request, url: str, method: str, body: bytes, chain: Sequence[str]) -> Hop:
         """One hop: its status, headers, body (none for a redirect) and the ``Location`` to follow."""
         assert self._session is not None
         meta = request._meta  # not request.meta: that would give every request a dict
-        proxy = meta.get("proxy") if meta else None
+        proxy = await hop_proxy(request, url, chain)
         timeout = meta.get("download_timeout") if meta else None  # this request's own, in all
+        sent = self._headers(request)
+        if sent:  # the request's own credentials: to its origin only (eclaw.security.scope)
+            sent = dict(scoped(sent, self._sensitive, why_not_carried(request.url, chain, url), url))
+        if self._auth:  # http_auth: bound to its scheme, host and port, as the plain fetcher sends it
+            sent = dict(self._auth.added(sent or {}, url, chain))
+        own_proxy_auth = proxy_authorization(request._headers, meta.get("proxy") if meta else None, proxy)
         try:
             answer = await self._session.request(
                 method,  # type: ignore[arg-type]  # any method eclaw was given
                 url,
-                headers=self._headers(request),
+                headers=sent,
                 data=body or None,
                 proxy=proxy or None,
+                proxy_auth=_basic(own_proxy_auth) if own_proxy_auth and "@" not in (proxy or "") else None,
                 quote=False,  # eclaw's URLs are escaped already
                 timeout=float(timeout) if timeout is not None else self._settings.timeout,
             )
@@ -155,6 +178,19 @@ class ImpersonateDownloader:
         accept, language = stock
         drop = {"user-agent": agent, "accept": accept, "accept-language": language}
         return {name: value for name, value in headers.items() if drop.get(name.lower()) != value}
+
+
+def _basic(header: str) -> tuple[str, str] | None:
+    """The user and password of a ``Proxy-Authorization: Basic ...`` value, for curl to send the proxy
+    itself (curl sends a request's own headers to the origin, through the tunnel); other schemes: none."""
+    kind, _, token = header.partition(" ")
+    if kind.lower() != "basic":
+        return None
+    try:
+        user, _, password = base64.b64decode(token.strip(), validate=True).decode("latin-1").partition(":")
+    except (binascii.Error, ValueError):
+        return None
+    return user, password
 
 
 def _target(name: str) -> str:

@@ -21,13 +21,14 @@ from __future__ import annotations
 import base64
 import logging
 import ssl
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import aiohttp
 from yarl import URL
 
 from eclaw.downloaders.pacing import KEEPALIVE, paced_requests
-from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
+from eclaw.downloaders.redirects import REDIRECTS, Hop, follow, hop_proxy
 from eclaw.downloaders.refresh import refresh_target
 from eclaw.downloaders.socks import SocksPools, is_socks, proxy_name
 from eclaw.downloaders.tls import certificate_error, handshake_error
@@ -43,11 +44,13 @@ from eclaw.exceptions import (
     TruncatedResponse,
 )
 from eclaw.http import Request, Response
+from eclaw.security.scope import proxy_authorization
 from eclaw.sessions.auth import HostAuth
 from eclaw.sessions.hops import HopHeaders
 from eclaw.sessions.jars import CookieJars
 
 if TYPE_CHECKING:
+    from eclaw.contracts import HopCheck
     from eclaw.frontier.politeness import Pacing
     from eclaw.settings import Settings
     from eclaw.spider import Spider
@@ -66,6 +69,7 @@ class HttpDownloader:
         self._session: aiohttp.ClientSession | None = None
         self._jars: CookieJars | None = None
         self._pacing: Pacing | None = None
+        self._check: HopCheck | None = None
         self.bytes_received = 0
 
     def use_cookies(self, jars: CookieJars) -> None:
@@ -76,12 +80,17 @@ class HttpDownloader:
         """Tell ``pacing`` when each request is sent, and ask it which connections to keep."""
         self._pacing = pacing
 
+    def check_hops(self, check: HopCheck) -> None:
+        """Have ``check`` vet each redirect hop (:class:`~eclaw.downloaders.base.VetsHops`)."""
+        self._check = check
+
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._settings = settings
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
         self._handled = frozenset(spider.handle_httpstatus_list)
         jars = self._jars if self._jars is not None or not settings.cookies else CookieJars()
-        self._hops = HopHeaders(jars, HostAuth(settings.http_auth, spider.http_auth), referer=settings.referer)
+        auth = HostAuth(settings.http_auth, spider.http_auth)
+        self._hops = HopHeaders(jars, auth, referer=settings.referer, sensitive=settings.sensitive_headers)
         self._timeout = aiohttp.ClientTimeout(
             total=settings.timeout,
             sock_connect=settings.connect_timeout,
@@ -121,17 +130,17 @@ class HttpDownloader:
     async def fetch(self, request: Request) -> Response:
         if self._session is None:
             raise RuntimeError("downloader is not open")
-        return await follow(request, self._fetch_once, self._allowed, self._settings.max_redirects)
+        return await follow(request, self._fetch_once, self._allowed, self._settings.max_redirects, check=self._check)
 
-    async def _fetch_once(self, request: Request, url: str, method: str, body: bytes) -> Hop:
+    async def _fetch_once(self, request: Request, url: str, method: str, body: bytes, chain: Sequence[str]) -> Hop:
         assert self._session is not None
-        proxy, proxy_headers = _proxy(request)
+        proxy, proxy_headers = _proxy(request, await hop_proxy(request, url, chain))
         session = self._session
         if proxy is not None and is_socks(proxy):  # a connection pool through that proxy
             session, proxy, shown = self._socks.session(proxy), None, proxy
         else:
             shown = proxy
-        headers = self._hops.headers(request, url)
+        headers = self._hops.headers(request, url, chain)
         if proxy_headers and url.startswith("http:"):  # plain HTTP goes to the proxy as is: no CONNECT
             headers = {**headers, **proxy_headers}
         try:
@@ -149,7 +158,7 @@ class HttpDownloader:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location and self._follows(request, resp.status):
                     return resp.status, resp.headers, b"", location
-                data = await self._read_body(resp, url)
+                data = await self._read_body(resp, url, request)
                 return resp.status, resp.headers, data, self._refresh(request, url, resp, data)
         except DownloadError:
             raise
@@ -208,14 +217,19 @@ class HttpDownloader:
         target = refresh_target(url, resp.headers, data, settings.meta_refresh_max_delay)
         return target if target is not None and self._follows(request, resp.status) else None
 
-    async def _read_body(self, resp: aiohttp.ClientResponse, url: str) -> bytes:
+    async def _read_body(self, resp: aiohttp.ClientResponse, url: str, request: Request) -> bytes:
         limit = self._settings.max_response_size
         declared = resp.content_length
-        if declared is not None and declared > limit:
+        keep = request._meta.get("max_body_bytes") if request._meta else None  # read that much, no more (robots.txt)
+        if declared is not None and declared > limit and keep is None:
             raise ResponseTooLarge(f"{url}: Content-Length {declared} > max_response_size {limit}")
         chunks: list[bytes] = []
         size = 0
         async for chunk in resp.content.iter_any():
+            if keep is not None and size + len(chunk) >= keep:
+                chunks.append(chunk[: keep - size])
+                size = keep
+                break
             size += len(chunk)
             if size > limit:
                 raise ResponseTooLarge(f"{url}: body over max_response_size {limit}")
@@ -235,15 +249,16 @@ def _tls_error(url: str, exc: aiohttp.ClientSSLError) -> DownloadError:
     return handshake_error(url, cause.reason or "handshake failed")
 
 
-def _proxy(request: Request) -> tuple[str | None, dict[str, str] | None]:
-    """The proxy of ``request.meta["proxy"]``, its credentials moved into a ``Proxy-Authorization`` header."""
-    meta = request._meta  # not request.meta: that would give every request a dict
-    proxy = meta.get("proxy") if meta else None
-    if not proxy:
-        return None, None
+def _proxy(request: Request, proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """A hop's ``proxy`` and its ``Proxy-Authorization`` header: the proxy URL's credentials, else the
+    request's own header when it is meant for that proxy (:func:`~eclaw.security.scope.proxy_authorization`)."""
+    if not proxy or is_socks(proxy):  # a SOCKS proxy's credentials go to its connector
+        return proxy or None, None
     parsed = URL(proxy)
-    if parsed.user is None or is_socks(proxy):  # a SOCKS proxy's credentials go to its connector
-        return proxy, None
+    if parsed.user is None:
+        meta = request._meta
+        own = proxy_authorization(request._headers, meta.get("proxy") if meta else None, proxy)
+        return proxy, {"Proxy-Authorization": own} if own else None
     token = base64.b64encode(f"{parsed.user}:{parsed.password or ''}".encode()).decode("ascii")
     return str(parsed.with_user(None)), {"Proxy-Authorization": f"Basic {token}"}
 

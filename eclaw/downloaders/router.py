@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from eclaw.downloaders.base import Downloader, Paced, UsesCookies
+from eclaw.downloaders.base import Downloader, Paced, UsesCookies, VetsHops
 from eclaw.downloaders.impersonate import ImpersonateDownloader
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
@@ -21,6 +21,7 @@ from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
+    from eclaw.contracts import HopCheck
     from eclaw.frontier.politeness import Pacing
     from eclaw.sessions.jars import CookieJars
     from eclaw.settings import Settings
@@ -54,6 +55,7 @@ class Fetchers:
         self._hosts: dict[str, str] = {}  # host -> fetcher, for requests that name none
         self._jars: CookieJars | None = None
         self._pacing: Pacing | None = None
+        self._check: HopCheck | None = None
 
     def use_cookies(self, jars: CookieJars) -> None:
         """The crawl's cookie jars, for each fetcher that keeps cookies itself."""
@@ -62,6 +64,10 @@ class Fetchers:
     def pace(self, pacing: Pacing) -> None:
         """The frontier's pacing, for each fetcher that reports when it sends."""
         self._pacing = pacing
+
+    def check_hops(self, check: HopCheck) -> None:
+        """The crawl's check of each redirect hop, for each fetcher that follows redirects itself."""
+        self._check = check
 
     async def open(self, spider: Spider, settings: Settings) -> None:
         self._spider, self._settings = spider, settings
@@ -119,6 +125,8 @@ class Fetchers:
             fetcher.use_cookies(self._jars)
         if self._pacing is not None and isinstance(fetcher, Paced):
             fetcher.pace(self._pacing)
+        if self._check is not None and isinstance(fetcher, VetsHops):
+            fetcher.check_hops(self._check)
         await fetcher.open(self._spider, self._settings)
         self._open[name] = fetcher
         return fetcher

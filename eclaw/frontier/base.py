@@ -24,9 +24,11 @@ __all__ = [
     "Feed",
     "Scheduler",
     "TakesBack",
+    "check_hop",
     "check_request",
     "fingerprint",
     "host_overrides",
+    "offsite",
 ]
 
 _SCHEMES = frozenset({"http", "https"})
@@ -143,17 +145,45 @@ class Fed(Protocol):
 
 def check_request(request: Request, settings: Settings, allowed: frozenset[str]) -> str | None:
     """Why ``request`` may not be crawled, duplicates aside (``None``: it may): scheme,
-    URL length, depth, and (unless ``dont_filter``) the spider's ``allowed_domains``."""
+    URL length, depth, and the spider's ``allowed_domains`` (see :func:`offsite`)."""
     url = request.url
+    reason = _url_refusal(url, settings)
+    if reason is not None:
+        return reason
+    if settings.max_depth and request.depth > settings.max_depth:
+        return "max depth"
+    if offsite(request, url, allowed):
+        return "offsite"
+    return None
+
+
+def check_hop(request: Request, url: str, settings: Settings, allowed: frozenset[str]) -> str | None:
+    """Why ``request`` may not be redirected to ``url`` (``None``: it may): the checks of a new request
+    to ``url`` (scheme, URL length, ``"offsite redirect"``), those of ``request`` itself (depth) aside."""
+    reason = _url_refusal(url, settings)
+    if reason is None and offsite(request, url, allowed):
+        return "offsite redirect"
+    return reason
+
+
+def _url_refusal(url: str, settings: Settings) -> str | None:
     if not url.startswith(("http://", "https://")) and url.partition(":")[0].lower() not in _SCHEMES:
         return "unsupported scheme"
     if len(url) > settings.max_url_length:
         return "url too long"
-    if settings.max_depth and request.depth > settings.max_depth:
-        return "max depth"
-    if not request.dont_filter and not host_allowed(url_host(url), allowed):
-        return "offsite"
     return None
+
+
+def offsite(request: Request, url: str, allowed: frozenset[str]) -> bool:
+    """Whether ``url`` (``request``'s own, or where a redirect of it leads) is off ``allowed`` for
+    ``request``: never for a ``dont_filter`` request, nor one with ``meta["allow_offsite"]`` (as
+    Scrapy's OffsiteMiddleware)."""
+    if not allowed or request.dont_filter:
+        return False
+    meta = request._meta  # not request.meta: that would give every request a dict
+    if meta and meta.get("allow_offsite"):
+        return False
+    return not host_allowed(url_host(url), allowed)
 
 
 def host_overrides(settings: Settings) -> tuple[dict[str, int], dict[str, float]]:

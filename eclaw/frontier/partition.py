@@ -143,7 +143,8 @@ class PartScheduler(DefaultScheduler):
         owner, fp = self._owner(request)
         if owner != self.mesh.part:
             return self._forward(request, owner)
-        if request.dont_filter:
+        if request.dont_filter:  # fetched whatever came before; a link to it later is a duplicate
+            self.dupefilter.add(fp or fingerprint(request))
             return None
         return None if self.dupefilter.add(fp or fingerprint(request)) else "duplicate"
 

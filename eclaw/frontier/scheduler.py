@@ -8,7 +8,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from eclaw.frontier.base import FORWARDED, DupeFilter, check_request, fingerprint, host_overrides
+from eclaw.exceptions import IgnoreRequest
+from eclaw.frontier.base import FORWARDED, DupeFilter, check_hop, check_request, fingerprint, host_overrides
 from eclaw.frontier.dupefilter import BloomDupeFilter, RecentSet, SetDupeFilter
 from eclaw.frontier.politeness import NO_KEY, HostSlot
 from eclaw.frontier.spill import Row, SpillQueue
@@ -33,7 +34,9 @@ class DefaultScheduler:
     among the hosts that may start a download now.
     Filters, in order: scheme (http/https only), URL length, offsite
     (``allowed_domains``), depth (``max_depth``), duplicates (fingerprint in
-    the dupefilter). ``dont_filter`` skips offsite and duplicate checks.
+    the dupefilter). ``dont_filter`` skips offsite and duplicate checks (its URL is still
+    recorded: a link to a start URL later is a duplicate), ``meta["allow_offsite"]`` the offsite
+    one. Each redirect hop passes the same URL checks (:meth:`check_hop`).
     Memory: past ``frontier_memory`` pending requests, ordinary ones wait in a
     SQLite file, read back host by host when that host's turn comes, so RAM stays
     flat however large the frontier grows, and where a request waits never
@@ -112,12 +115,13 @@ class DefaultScheduler:
             # recently is a duplicate, known without canonicalising or hashing it;
             # an offsite or mailto: link seen recently is refused again, unchecked.
             key = None
-            meta = request._meta  # a request in a cookie jar of its own is not known by its URL alone
+            # nor is one in a cookie jar of its own, or one that may go offsite, by its URL alone
+            meta = request._meta
             if (
                 request.method == "GET"
                 and not request.body
                 and not request.dont_filter
-                and not (meta and "cookiejar" in meta)
+                and not (meta and ("cookiejar" in meta or meta.get("allow_offsite")))
             ):
                 key = request.url.partition("#")[0]
                 if key in recent.new or key in recent.old:
@@ -222,9 +226,19 @@ class DefaultScheduler:
 
     def _filter(self, request: Request) -> str | None:
         reason = check_request(request, self._settings, self._allowed)
-        if reason is not None or request.dont_filter:
+        if reason is not None:
             return reason
+        if request.dont_filter:  # fetched whatever came before; a link to it later is a duplicate
+            self.dupefilter.add(fingerprint(request))
+            return None
         return None if self.dupefilter.add(fingerprint(request)) else "duplicate"
+
+    async def check_hop(self, request: Request, url: str) -> None:
+        """A redirect of ``request`` to ``url`` is refused as a new request to it would be: scheme, URL
+        length, offsite (:class:`~eclaw.contracts.ChecksHops`)."""
+        reason = check_hop(request, url, self._settings, self._allowed)
+        if reason is not None:
+            raise IgnoreRequest(reason)
 
     def _offer(self, slot: HostSlot) -> None:
         """Put ``slot`` in the ready heap if it can start a download now (else time it); one waiting there

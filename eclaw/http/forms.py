@@ -102,11 +102,13 @@ def form_request(
         options: the request's own arguments (callback, meta, headers...).
 
     Raises:
-        ValueError: no form matches, or no button matches ``clickdata``.
+        ValueError: no form matches, or no button matches ``clickdata``; ``formdata`` is neither a
+            mapping nor an iterable of (name, value) pairs (as Scrapy's ``FormRequest``).
     """
+    given = _pairs(formdata)
     form = _find_form(response, formname, formid, formcss, formxpath, formnumber)
     button = None if dont_click else _clicked(form, clickdata, response.url)
-    values = _merged(_fields(form), button, formdata)
+    values = _merged(_fields(form), button, given)
     action = (button.get("formaction") if button is not None else None) or form.get("action") or ""
     url = response.urljoin(action.strip()) if action.strip() else response.url
     verb = (method or (button.get("formmethod") if button is not None else None) or form.get("method") or "GET").upper()
@@ -237,13 +239,29 @@ def _fields(form: Any) -> list[tuple[str, FieldValue]]:
     return fields
 
 
+def _pairs(formdata: FormData | None) -> list[tuple[str, Any]]:
+    """``formdata`` as (name, value) pairs; a ``ValueError`` if it is neither a mapping nor an
+    iterable of pairs (``formdata=123``)."""
+    if formdata is None:
+        return []
+    if isinstance(formdata, Mapping):
+        return list(formdata.items())
+    if isinstance(formdata, str | bytes) or not isinstance(formdata, Iterable):
+        raise ValueError(f"formdata must be a dict or (name, value) pairs, got {type(formdata).__name__}")
+    pairs = list(formdata)
+    for pair in pairs:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValueError(f"formdata must be a dict or (name, value) pairs, got the item {pair!r}")
+    return [(key, value) for key, value in pairs]
+
+
 def _merged(
-    fields: list[tuple[str, FieldValue]], button: Any, formdata: FormData | None
+    fields: list[tuple[str, FieldValue]], button: Any, formdata: list[tuple[str, Any]]
 ) -> list[tuple[str, FieldValue]]:
     """The form's fields with ``formdata`` set over them: a key keeps the place of its first
     field (its other fields go), new keys come last; the clicked button's name and value."""
     given: dict[str, list[FieldValue]] = {}
-    for key, value in formdata.items() if isinstance(formdata, Mapping) else (formdata or ()):
+    for key, value in formdata:
         if value is None:
             given[key] = []
         elif isinstance(value, str | Upload):

@@ -74,6 +74,10 @@ class Pages(Spider):
     name = "pages"
     allowed_domains = ["127.0.0.1"]
 
+    async def start_requests(self) -> Any:  # as found links: a start URL (dont_filter) may leave, as in Scrapy
+        for url in self.start_urls:
+            yield Request(url)
+
     def parse(self, response: Response) -> Any:
         yield {"url": response.url}
 

@@ -23,19 +23,24 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from eclaw.downloaders.browser.actions import Plan
 from eclaw.downloaders.browser.errors import translate
+from eclaw.downloaders.browser.hops import CredentialHops, Served
 from eclaw.downloaders.browser.identity import NavigationRoute, cookies_of, header, navigation_overrides, proxy_option
 from eclaw.downloaders.browser.network import Blocker, Network
 from eclaw.downloaders.browser.pool import ContextPool, Lease
 from eclaw.downloaders.browser.snapshots import Screenshots
+from eclaw.downloaders.redirects import PROXY_CHOOSER
 from eclaw.exceptions import ConfigError, DownloadError, IgnoreRequest, ResponseTooLarge
 from eclaw.http import Request, Response
 from eclaw.http.urls import host_allowed, redact_url, url_host
+from eclaw.security.headers import sensitive_headers
+from eclaw.sessions.auth import HostAuth
 from eclaw.storage.paths import resolve_path
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext, Page, Playwright
     from playwright.async_api import Response as PageResponse
 
+    from eclaw.contracts import ChoosesProxy, HopCheck
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
@@ -76,6 +81,11 @@ class BrowserFetcher:
         self._playwright: Playwright | None = None
         self._pool: ContextPool | None = None
         self.pages_rendered = 0
+        self._check: HopCheck | None = None
+
+    def check_hops(self, check: HopCheck) -> None:
+        """Have ``check`` vet each redirect hop eclaw follows itself (:mod:`.hops`; not Chromium's own)."""
+        self._check = check
 
     @property
     def contexts_created(self) -> int:
@@ -94,6 +104,14 @@ class BrowserFetcher:
         self._default = dict(spider.browser)
         Plan.parse(self._default, f"spider {spider.name!r}: browser")
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
+        self._hops = CredentialHops(
+            sensitive_headers(settings.sensitive_headers),
+            HostAuth(settings.http_auth, spider.http_auth),
+            self._allowed,
+            settings.max_redirects,
+            settings.max_response_size,
+        )
+        self._hops.check = self._check
         blocked = set(_items(settings.browser_block))
         self._no_images = "image" in blocked
         self._blocker = Blocker(blocked - {"image"}, _items(settings.browser_block_urls))
@@ -156,9 +174,10 @@ class BrowserFetcher:
         meta = request._meta or {}
         declared = meta.get("browser")
         plan = Plan.parse({**self._default, **declared} if declared else self._default)
-        proxy = meta.get("proxy") or ""
+        proxy, direct = _proxy_policy(meta)
+        key = (f"{proxy} direct:{','.join(direct)}" if direct else proxy, plan.context)
         try:
-            async with self._pool.page((proxy, plan.context), lambda: self._options(request, proxy)) as lease:
+            async with self._pool.page(key, lambda: self._options(request, proxy, direct)) as lease:
                 response = await self._render(lease, request, plan)
                 lease.banned = response.status in BAN_STATUSES
         except DownloadError:
@@ -171,14 +190,14 @@ class BrowserFetcher:
         self.pages_rendered += 1
         return response
 
-    def _options(self, request: Request, proxy: str) -> dict[str, Any]:
+    def _options(self, request: Request, proxy: str, direct: tuple[str, ...]) -> dict[str, Any]:
         """A new context's options: the identity of the request that opens it."""
         options: dict[str, Any] = {"ignore_https_errors": not self._settings.verify_tls, "service_workers": "block"}
         agent = header(request, "User-Agent") or self._spider.user_agent or self._settings.user_agent
         if agent:
             options["user_agent"] = agent
         if proxy:
-            options["proxy"] = proxy_option(proxy)
+            options["proxy"] = proxy_option(proxy, direct)
         return options
 
     async def _render(self, lease: Lease, request: Request, plan: Plan) -> Response:
@@ -190,8 +209,8 @@ class BrowserFetcher:
         doing = "navigation"
         try:
             async with asyncio.timeout(timeout) as budget:
-                await self._prepare(lease, request)
-                main = await page.goto(request.url, wait_until=plan.wait_until)  # type: ignore[arg-type]
+                url = await self._prepare(lease, request)
+                main = await page.goto(url, wait_until=plan.wait_until)  # type: ignore[arg-type]
                 for step in plan.steps:
                     doing = step.describe()
                     await step.run(page, network)
@@ -212,13 +231,20 @@ class BrowserFetcher:
             request.meta["xhr"] = xhr
         return response
 
-    async def _prepare(self, lease: Lease, request: Request) -> None:
+    async def _prepare(self, lease: Lease, request: Request) -> str:
+        """Give the page the request's cookies and own headers; the URL to open (the last hop's,
+        when eclaw followed the redirects of a request that carries credentials)."""
         cookies = cookies_of(request)
         if cookies:
             await lease.context.add_cookies(cookies)  # type: ignore[arg-type]
+        if self._hops.needed(request):
+            served = await self._hops.follow(lease.context, request)
+            await lease.page.route("**/*", Served(served))
+            return served.url
         overrides = navigation_overrides(request)
         if overrides:
             await lease.page.route("**/*", NavigationRoute(overrides))
+        return request.url
 
     async def _snapshot(self, page: Page, main: PageResponse | None, request: Request) -> Response:
         """The response: the DOM now (or, for a document that is no HTML, its own bytes)."""
@@ -245,6 +271,16 @@ class BrowserFetcher:
             raise ResponseTooLarge(f"{redact_url(url)}: rendered page over max_response_size {limit}")
         headers["Content-Type"] = served
         return Response(url, status=status, headers=CIMultiDictProxy(headers), body=body, request=request)
+
+
+def _proxy_policy(meta: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The proxy of the page's context and the hosts it sends direct: the ``Proxy`` middleware's whole
+    policy when it is one proxy (Chromium then chooses for each hop), else ``meta["proxy"]``."""
+    chooser: ChoosesProxy | None = meta.get(PROXY_CHOOSER)
+    whole = chooser.whole() if chooser is not None else None
+    if whole is not None:
+        return whole
+    return meta.get("proxy") or "", ()
 
 
 def _redirects(main: PageResponse) -> list[str]:

@@ -1,18 +1,22 @@
 """What a request brings into the browser: its proxy, its cookies, its own headers, method and body.
 
 - ``meta["proxy"]`` (the ``Proxy`` middleware sets it) is the proxy of the page's context:
-  contexts are keyed by it, credentials go to Playwright apart from the URL.
+  contexts are keyed by it, credentials go to Playwright apart from the URL. When the middleware's
+  policy is one proxy (``proxies=env`` with one for both schemes), the context gets it whole, its
+  ``NO_PROXY`` hosts too, so each redirect hop goes through the proxy its own host calls for.
 - Cookies: those of the ``Cookie`` header and of ``meta["cookies"]`` (a ``{name: value}``
   dict, or a list of Playwright cookie dicts with ``name``, ``value`` and ``url`` or
   ``domain``/``path``) are added to the context before the page loads, for the request's URL.
 - Its other headers, method and body go with the page's own request (the navigation),
-  never with the page's subresources; ``User-Agent`` is the context's.
+  never with the page's subresources; when they hold credentials, its redirects are followed
+  hop by hop (:mod:`.hops`); ``User-Agent`` is the context's; ``Proxy-Authorization`` never.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from yarl import URL
@@ -28,7 +32,10 @@ __all__ = ["NavigationRoute", "cookies_of", "header", "navigation_overrides", "p
 logger = logging.getLogger(__name__)
 
 # Headers the browser sets itself, or that the context carries (cookies, user agent).
-_BROWSER_OWNED = frozenset({"cookie", "user-agent", "host", "content-length", "connection", "accept-encoding"})
+# A Proxy-Authorization is the proxy's (the context's proxy option carries its credentials), never the page's.
+_BROWSER_OWNED = frozenset(
+    {"cookie", "user-agent", "host", "content-length", "connection", "accept-encoding", "proxy-authorization"}
+)
 
 
 def header(request: Request, name: str) -> str:
@@ -40,15 +47,27 @@ def header(request: Request, name: str) -> str:
     return ""
 
 
-def proxy_option(proxy: str) -> dict[str, str]:
-    """Playwright's ``proxy`` option for a proxy URL; its credentials apart."""
+def proxy_option(proxy: str, direct: Sequence[str] = ()) -> dict[str, str]:
+    """Playwright's ``proxy`` option for a proxy URL (its credentials apart) and the hosts that go
+    direct (``NO_PROXY``: each with its subdomains), so that Chromium chooses for each hop itself."""
     parsed = URL(proxy)
     if not parsed.host or not parsed.scheme:
         raise ConfigError(f"meta['proxy'] {parsed.with_password(None)!s} is not a proxy URL (http://host:port)")
     option = {"server": str(parsed.with_user(None).with_path(""))}
+    if direct:  # "<-loopback>": Chromium would send every loopback host direct once one is named
+        option["bypass"] = ",".join(["<-loopback>", *direct, *(f"*.{host}" for host in direct if _named(host))])
     if parsed.user is not None:
         option |= {"username": parsed.user, "password": parsed.password or ""}
     return option
+
+
+def _named(host: str) -> bool:
+    """Whether ``host`` is a name (that may have subdomains), not an IP address."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return True
+    return False
 
 
 def cookies_of(request: Request) -> list[dict[str, Any]]:
@@ -87,7 +106,8 @@ def navigation_overrides(request: Request) -> dict[str, Any]:
 
 
 class NavigationRoute:
-    """A page's route handler: gives the page's first navigation the request's ``overrides``."""
+    """A page's route handler: gives the page's first navigation the request's ``overrides``
+    (one that carries no credentials: those go hop by hop, :mod:`.hops`)."""
 
     def __init__(self, overrides: dict[str, Any]) -> None:
         self._overrides = overrides
