@@ -54,9 +54,9 @@ class Defaults:
 def defaults(settings: Settings | None = None) -> list[Middleware]:
     """The middlewares a crawl gets when none are configured, outermost first:
 
-    ``Retry`` (unless ``retries=0``), ``Robots`` (if ``obey_robots``),
+    ``Retry`` (unless ``retries=0``), ``Robots`` (if ``obey_robots``), ``Sessions`` (if ``sessions``),
     ``HttpCache`` (if ``http_cache``; revalidating, if ``incremental``), ``Throttle`` (if ``autothrottle``),
-    ``Sessions`` (if ``sessions``), ``UserAgent``, ``Proxy`` (if ``proxies``), ``Ladder`` (if ``ladder``).
+    ``UserAgent``, ``Proxy`` (if ``proxies``), ``Ladder`` (if ``ladder``).
 
     Without ``settings``: ``[Defaults()]``, the place-holder an engine fills per
     crawl from that crawl's settings (``Engine(middlewares=[*defaults(), mine])``).
@@ -68,13 +68,13 @@ def defaults(settings: Settings | None = None) -> list[Middleware]:
         chain.append(Retry(settings.retries))
     if settings.obey_robots:
         chain.append(Robots())
+    if settings.sessions:
+        chain.append(Sessions(settings.sessions))  # outside the cache (keyed by session), UserAgent and Proxy
     if settings.http_cache or settings.incremental:
         cache = settings.http_cache or "eclaw-data/{spider}/recrawl"
         chain.append(HttpCache(cache, revalidate=settings.incremental))
     if settings.autothrottle:
         chain.append(Throttle())
-    if settings.sessions:
-        chain.append(Sessions(settings.sessions))  # outside UserAgent and Proxy: a session's own win
     chain.append(UserAgent())
     if settings.proxies:
         chain.append(Proxy.from_setting(settings.proxies))

@@ -3,6 +3,7 @@ them with conditional requests, so a re-run fetches only what changed (``increme
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -16,6 +17,10 @@ from eclaw.contracts import Fetch
 from eclaw.exceptions import CacheMiss, ConfigError
 from eclaw.frontier.base import fingerprint
 from eclaw.http import Request, Response
+from eclaw.security.headers import sensitive_headers
+from eclaw.security.redact import redact_url
+from eclaw.sessions.auth import HostAuth
+from eclaw.sessions.jars import CookieJars, jar_key
 from eclaw.storage.paths import resolve_path
 from eclaw.storage.sqlite import SqliteWriter
 
@@ -38,8 +43,17 @@ CREATE TABLE IF NOT EXISTS responses (
 
 class HttpCache:
     """Store every response in ``dir/http-cache.sqlite``, keyed by request
-    fingerprint (method, canonical URL, body), and serve it on the next run
-    without touching the network.
+    fingerprint (method, canonical URL, body, cookie jar) and the request's
+    credentials, and serve it on the next run without touching the network.
+
+    One session's or one credential's page is never served to another: the key
+    holds the request's jar (``meta["cookiejar"]``, a session's own) and a digest
+    (never the value) of its credentials: its sensitive headers (``Authorization``,
+    ``X-Api-Key``..., the ``sensitive_headers`` setting; not ``Proxy-Authorization``,
+    which is the proxy's), the ``http_auth`` credential of its origin, and the cookies
+    it brings (``meta["cookies"]``, a ``Cookie`` header beyond its jar's). Put it
+    after (inside) ``Sessions`` in a middleware list, as ``defaults()`` does, so it
+    sees each request's session.
 
     Served responses have ``response.from_cache == True`` and are counted in
     stats (``cache hit`` / ``cache miss`` / ``cache stored``). With
@@ -81,6 +95,9 @@ class HttpCache:
         self.offline = offline
         self._writer = SqliteWriter("eclaw-http-cache")
         self._crawl: CrawlContext | None = None
+        self._auth = HostAuth()
+        self._sensitive = sensitive_headers() - {"proxy-authorization"}
+        self._jars: CookieJars | None = None
 
     def __repr__(self) -> str:
         return f"HttpCache({str(self.dir)!r}, offline={self.offline})"
@@ -92,6 +109,9 @@ class HttpCache:
     async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
         self.dir = resolve_path(self.template, crawl.spider.name, crawl.settings.run_key)
+        self._auth = HostAuth(crawl.settings.http_auth, crawl.spider.http_auth)
+        self._sensitive = sensitive_headers(crawl.settings.sensitive_headers) - {"proxy-authorization"}
+        self._jars = crawl.cookies
         try:
             await self._writer.start(self.path, _SCHEMA)
         except (OSError, sqlite3.Error) as exc:
@@ -101,7 +121,7 @@ class HttpCache:
         await self._writer.stop()
 
     async def __call__(self, request: Request, call_next: Fetch) -> Response:
-        key = fingerprint(request)
+        key = self._key(request)
         row = await self._writer.run(self._load, key)
         if row is not None:
             url, status, headers, body = row
@@ -132,6 +152,37 @@ class HttpCache:
         await self._store(key, response)
         return response
 
+    def _key(self, request: Request) -> bytes:
+        """The request's fingerprint (its jar included), with a digest of its credentials if it has any
+        (the key of a request without is its fingerprint alone, as in caches written before)."""
+        key = fingerprint(request)
+        credentials = self._credentials(request)
+        if not credentials:
+            return key
+        return hashlib.sha256(key + b"\n" + "\n".join(credentials).encode()).digest()[:20]
+
+    def _credentials(self, request: Request) -> list[str]:
+        """What tells the request's identity apart, beyond its jar (see the class's docstring)."""
+        found = []
+        for name, value in (request._headers or {}).items():
+            lower = name.lower()
+            if lower in self._sensitive:
+                found.append(f"{lower}: {self._own_cookies(request, value) if lower == 'cookie' else value}")
+        meta = request._meta
+        if meta and meta.get("cookies"):
+            found.append("cookies: " + json.dumps(meta["cookies"], sort_keys=True, default=str))
+        auth = self._auth.header(request.url) if self._auth else None
+        if auth:
+            found.append(f"http_auth: {auth}")
+        return sorted(found)
+
+    def _own_cookies(self, request: Request, header: str) -> str:
+        """The pairs of a ``Cookie`` header its jar does not hold (``Sessions`` puts the jar's there for
+        other fetchers): the jar is keyed by its name, and its cookies change from page to page."""
+        jar = self._jars.cookies(jar_key(request), request.url) if self._jars is not None else {}
+        pairs = (pair.strip().partition("=") for pair in header.split(";"))
+        return "; ".join(sorted(f"{k}={v}" for k, _, v in pairs if k and jar.get(k) != v))
+
     def _load(self, key: bytes) -> tuple[str, int, str, bytes] | None:
         db = self._writer.db
         assert db is not None
@@ -146,7 +197,8 @@ class HttpCache:
         if response.status in self.ignore_statuses or response.from_cache:
             return
         headers = json.dumps(list(response.headers.items()))
-        await self._writer.run(self._save, (key, response.url, response.status, headers, response.body, time.time()))
+        url = redact_url(response.url)  # a recording is zipped into bug reports: no URL password in it
+        await self._writer.run(self._save, (key, url, response.status, headers, response.body, time.time()))
         self._count("cache stored")
 
     def _save(self, row: tuple[Any, ...]) -> None:

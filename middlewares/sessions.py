@@ -118,7 +118,9 @@ class Sessions:
             headers = {k: v for k, v in headers.items() if k.lower() != "user-agent"}
             headers["User-Agent"] = session.user_agent
         jars = self.pool.jars
-        cookies = jars.header(session.id, request.url) if jars is not None else None
+        cookies = None
+        if jars is not None:  # SameSite as the plain fetcher's hops: the page the request was found on
+            cookies = jars.header(session.id, request.url, initiator=request.referer, method=request.method)
         if cookies:  # what a fetcher that keeps no jar (a browser) sends; the plain one merges its own
             own = next((name for name in headers if name.lower() == "cookie"), None)
             headers["Cookie"] = merge_cookies(cookies, headers.pop(own) if own else None) or cookies
