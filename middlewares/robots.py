@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from protego import Protego
 
 from eclaw.contracts import Fetch
+from eclaw.discovery.robots_txt import parse_robots
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest
 from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url, url_host
@@ -37,6 +38,11 @@ class Robots:
     (404, 403, ...) allows everything; a 5xx status, timeout or network error
     ("unreachable") disallows everything for the crawl, unless
     ``unreachable="allow"``.
+
+    Only the first ``robots_max_bytes`` of a robots.txt are read (500 KiB, as RFC 9309
+    allows; the default fetcher stops downloading there) and the rest is ignored. A request with
+    ``meta["dont_obey_robotstxt"]`` set is not checked (as in Scrapy). Each hop of a redirect obeys
+    the robots.txt of its own host too (:meth:`check_hop`), as a new request would.
     """
 
     def __init__(
@@ -50,6 +56,8 @@ class Robots:
         self._rules: dict[str, asyncio.Future[Protego]] = {}  # origin -> fetch task
         self._crawl: CrawlContext | None = None
         self._next_start: dict[str, float] = {}  # host -> earliest start allowed by its Crawl-delay
+        self._next: Fetch | None = None  # the middlewares inside this one (robots.txt of a redirect hop)
+        self._max_bytes = 500 * 1024
 
     def __repr__(self) -> str:
         return f"Robots(user_agent={self._agent!r})"
@@ -57,6 +65,7 @@ class Robots:
     async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
         self._agent = self.user_agent or crawl.spider.user_agent or crawl.settings.user_agent or "eclaw"
+        self._max_bytes = crawl.settings.robots_max_bytes
         self._rules.clear()
         self._next_start.clear()
 
@@ -67,14 +76,27 @@ class Robots:
             await asyncio.gather(*self._rules.values(), return_exceptions=True)
 
     async def __call__(self, request: Request, call_next: Fetch) -> Response:
-        if request.url.startswith(("http://", "https://")) and not request.meta.get("robots.txt"):
-            rules = await self.rules_for(request.url, call_next)
-            if not rules.can_fetch(request.url, self._agent):
+        self._next = call_next  # the same for every request of the crawl: its redirect hops use it too
+        await self._obey(request, request.url, call_next)
+        return await call_next(request)
+
+    async def check_hop(self, request: Request, url: str) -> None:
+        """A redirect hop of ``request`` to ``url`` obeys the robots.txt of its host (fetched first if
+        need be), as a new request would (:class:`~eclaw.contracts.ChecksHops`)."""
+        if self._next is not None:
+            await self._obey(request, url, self._next)
+
+    async def _obey(self, request: Request, url: str, call_next: Fetch) -> None:
+        meta = request._meta  # not request.meta: that would give every request a dict
+        if url.startswith(("http://", "https://")) and not (
+            meta and (meta.get("robots.txt") or meta.get("dont_obey_robotstxt"))
+        ):
+            rules = await self.rules_for(url, call_next)
+            if not rules.can_fetch(url, self._agent):
                 raise IgnoreRequest("robots")
             delay = rules.crawl_delay(self._agent)
             if delay:
-                await self._space(request.url, float(delay))
-        return await call_next(request)
+                await self._space(url, float(delay))
 
     async def _space(self, url: str, delay: float) -> None:
         """Crawl-delay for the requests the scheduler let through before the delay was known
@@ -97,7 +119,9 @@ class Robots:
 
     async def _fetch(self, origin: str, call_next: Fetch) -> Protego:
         robots_url = f"{origin}/robots.txt"
-        request = Request(robots_url, dont_filter=True, meta={"robots.txt": True, "dont_retry": True})
+        # one byte past the limit read tells a cut robots.txt (its partial last line dropped) from a whole one
+        meta = {"robots.txt": True, "dont_retry": True, "max_body_bytes": self._max_bytes + 1}
+        request = Request(robots_url, dont_filter=True, meta=meta)
         try:
             response = await call_next(request)
         except HttpError as exc:
@@ -110,7 +134,7 @@ class Robots:
             return _ALLOW_ALL
         except DownloadError as exc:
             return self._unreachable(robots_url, exc)
-        rules = Protego.parse(response.text)
+        rules = parse_robots(response.body, self._max_bytes, redact_url(robots_url))
         delay = rules.crawl_delay(self._agent)
         if delay and self._crawl is not None:
             self._crawl.set_delay(url_host(origin), float(delay), floor=True)

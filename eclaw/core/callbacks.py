@@ -3,9 +3,17 @@
 A callback runs in the task that downloaded its response. What it yields is
 routed as it comes: items are published as ``ItemParsed`` (the pipeline runner
 owns them), requests as ``RequestGenerated`` (the intake owns them). A plain
-(not async) callback cannot pause while it runs, so its requests go to the
-frontier as one batch when it is done and its items through the pipelines from
-this same task; an async one's outputs go one by one, as it yields them.
+(not async) callback's requests go to the frontier in batches of 1,000 as it
+yields them (a page of 400,000 links is never held whole) and its items through
+the pipelines from this same task; an async one's outputs go one by one.
+
+``max_links_per_page`` caps the requests taken from one callback (sitemap
+documents excepted: ``sitemap_max_urls`` caps those): the rest are counted
+(``links past max_links_per_page``) and the first of them is listed as dropped
+(``too many links``), one line per page rather than one per link. A callback may
+yield ``RequestDropped(request=..., reason=...)`` to refuse a request with a
+reason of its own (the sitemap limits do): it is counted and listed like any
+policy drop.
 """
 
 from __future__ import annotations
@@ -20,13 +28,23 @@ from eclaw.core.bus import EventBus
 from eclaw.core.expect import ItemExpectations
 from eclaw.core.parser import Parser
 from eclaw.core.pipeline import PipelineRunner
-from eclaw.events import ItemParsed, RequestFailed, RequestGenerated, ResponseDownloaded, ResponseParsed
+from eclaw.discovery.sitemaps import Refused
+from eclaw.events import (
+    ItemParsed,
+    RequestDropped,
+    RequestFailed,
+    RequestGenerated,
+    ResponseDownloaded,
+    ResponseParsed,
+)
 from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse, RetryRequest, SitemapError
 from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
 from eclaw.observe.logs import request_id
 from eclaw.observe.snapshots import Snapshots
+from eclaw.sessions.referrer import META_KEY as POLICY_KEY
+from eclaw.sessions.referrer import page_policy
 from eclaw.spider import Spider
 from eclaw.stats import Stats
 
@@ -67,6 +85,8 @@ class CallbackRunner:
         self._expect = ItemExpectations(spider)
         self._empty = empty  # middlewares that fetch an empty page again another way (the ladder)
         self._retry = retry
+        self._sitemaps = spider._parse_sitemap  # sitemap documents have their own cap, sitemap_max_urls
+        self._max_links = spider.settings.max_links_per_page if spider.crawl is not None else 0
 
     async def downloaded(self, event: ResponseDownloaded) -> None:
         """The owner: run the callback; the request ends as ``ResponseParsed`` or ``RequestFailed``."""
@@ -150,52 +170,120 @@ class CallbackRunner:
         response: Response | None,
         counts: list[int],
     ) -> None:
-        depth = request.depth + 1
-        referer = response.url if response is not None and self._referer else None
+        limit = 0 if request.callback == self._sitemaps else self._max_links  # sitemaps: sitemap_max_urls
+        out = _Outgoing(request, response if response is not None and self._referer else None, limit)
         if isinstance(outputs, AsyncIterator):
             async for value in outputs:  # may await between values: each goes on at once
-                kind = _kind(value)
-                if kind is _REQUEST:
-                    value.depth = depth  # type: ignore[attr-defined]
-                    value.referer = referer  # type: ignore[attr-defined]
-                    counts[1] += 1
-                    self._assign([value])  # type: ignore[list-item]
-                    await self._bus.publish_batch(RequestGenerated, [value], response)
-                elif kind is _ITEM:
-                    counts[0] += 1
-                    await self._bus.publish(ItemParsed(item=value, response=response))
+                await self._route(value, out, response, counts)
+                if out.batch:
+                    await self._send(out, response)
+        else:
+            # A plain iterable cannot yield control while it runs: its requests go on in batches
+            # (a page's links are never all held at once), its items through the pipelines from
+            # this task, in order.
+            items = self._items
+            items.held += 1
+            try:
+                add = out.add
+                for value in outputs:
+                    if type(value) is Request:  # the commonest value, routed without a call to await
+                        add(value)
+                        if len(out.batch) >= _BATCH:
+                            await self._send(out, response)
+                    else:
+                        await self._route(value, out, response, counts)
+                await self._send(out, response)
+                if items:
+                    await items.drain()
+            finally:
+                items.release()
+        counts[1] += out.taken
+        if out.first_over is not None:
+            await self._too_many(out, response)
+
+    async def _route(self, value: object, out: _Outgoing, response: Response | None, counts: list[int]) -> None:
+        kind = _REQUEST if type(value) is Request else _kind(value)
+        if kind is _REQUEST:
+            out.add(value)  # type: ignore[arg-type]
+        elif kind is _ITEM:
+            counts[0] += 1
+            await self._bus.publish(ItemParsed(item=value, response=response))
+        elif kind is _DROP:  # a request the callback refused with a reason (sitemap limits): listed as a drop
+            await self._drop(value.request, value.reason, out)  # type: ignore[attr-defined]
+
+    async def _send(self, out: _Outgoing, response: Response | None) -> None:
+        batch, out.batch = out.batch, []
+        if batch:
+            self._assign(batch)
+            await self._bus.publish_batch(RequestGenerated, batch, response)
+
+    async def _drop(self, request: Request, reason: str, out: _Outgoing) -> None:
+        """``request`` ends as dropped for ``reason``: it was generated (counted) and refused at once."""
+        out.stamp(request)
+        self._stats.requests_generated += 1
+        self._assign([request])
+        await self._bus.publish(RequestDropped(request=request, reason=reason))
+
+    async def _too_many(self, out: _Outgoing, response: Response | None) -> None:
+        """A page's requests past ``max_links_per_page``: one drop listed (the first), all counted."""
+        assert out.first_over is not None
+        self._stats.counters["links past max_links_per_page"] += out.over
+        shown = redact_url(response.url) if response is not None else "a failed request's errback"
+        logger.warning(
+            "%s: %d requests past max_links_per_page (%d) dropped (too many links; the first listed in drops)",
+            shown, out.over, out.limit,
+        )  # fmt: skip
+        await self._drop(out.first_over, "too many links", out)
+
+
+_BATCH = 1000  # a plain callback's requests go to the frontier this many at a time, as it yields them
+
+
+class _Outgoing:
+    """The requests one callback yields, on their way to the frontier: stamped with their depth and
+    referer, held to ``limit`` (0: none), sent in batches."""
+
+    __slots__ = ("batch", "depth", "first_over", "limit", "over", "page", "policy", "referer", "taken")
+
+    def __init__(self, request: Request, response: Response | None, limit: int) -> None:
+        self.depth = request.depth + 1
+        self.referer = response.url if response is not None else None
+        self.page = response
+        self.policy: str | None = None  # the page's referrer policy, read at its first request
+        self.limit = limit
+        self.batch: list[Request] = []
+        self.taken = 0
+        self.over = 0
+        self.first_over: Request | None = None
+
+    def stamp(self, request: Request) -> None:
+        request.depth = self.depth
+        request.referer = self.referer
+        if self.page is not None:
+            self.policy, self.page = page_policy(self.page), None
+        if self.policy is not None and not (request._meta and POLICY_KEY in request._meta):
+            request.meta[POLICY_KEY] = self.policy  # its own policy, if it has one, wins (as in Scrapy)
+
+    def add(self, request: Request) -> None:
+        if self.limit and self.taken >= self.limit:
+            self.over += 1
+            if self.first_over is None:
+                self.first_over = request
             return
-        # A plain iterable cannot yield control while it runs: its requests go on as one
-        # batch when it is done, and its items through the pipelines from this task, in order.
-        requests: list[Request] = []
-        items = self._items
-        items.held += 1
-        try:
-            for value in outputs:
-                kind = _REQUEST if type(value) is Request else _kind(value)
-                if kind is _REQUEST:
-                    value.depth = depth  # type: ignore[attr-defined]
-                    value.referer = referer  # type: ignore[attr-defined]
-                    requests.append(value)  # type: ignore[arg-type]
-                elif kind is _ITEM:
-                    counts[0] += 1
-                    await self._bus.publish(ItemParsed(item=value, response=response))
-            counts[1] += len(requests)
-            self._assign(requests)
-            await self._bus.publish_batch(RequestGenerated, requests, response)
-            if items:
-                await items.drain()
-        finally:
-            items.release()
+        self.stamp(request)
+        self.taken += 1
+        self.batch.append(request)
 
 
-_REQUEST, _ITEM, _NOTHING = "request", "item", "nothing"
+_REQUEST, _ITEM, _DROP, _NOTHING = "request", "item", "drop", "nothing"
 
 
 def _kind(value: object) -> str:
     """What a callback yielded: a request, an item, or ``None`` (skipped, as Scrapy allows)."""
     if isinstance(value, Request):
         return _REQUEST
+    if type(value) is RequestDropped or type(value) is Refused:
+        return _DROP
     if is_item(value):
         return _ITEM
     if value is None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eclaw.exceptions import ConfigError
+from eclaw.frontier.serial import declared_callback
 from eclaw.http import Request
 from eclaw.spider import Spider
 
@@ -18,7 +19,8 @@ __all__ = ["ItemExpectations"]
 
 
 class ItemExpectations:
-    """The callbacks of ``spider`` that must yield items, checked to be its methods.
+    """The callbacks of ``spider`` that must yield items, checked to be its methods (looked up on its
+    class, never as arbitrary attributes: :func:`~eclaw.frontier.serial.declared_callback`).
 
     ``meta["expect_items"]`` on a request (true or false) wins over the spider's list, so
     whatever builds requests (a link rule, a sitemap reader) can pass the expectation on.
@@ -30,8 +32,8 @@ class ItemExpectations:
             names = (names,)
         callbacks: set[Callable[..., Any]] = set()
         for name in names:
-            callback = getattr(spider, str(name), None)
-            if not callable(callback):
+            callback = declared_callback(spider, str(name))
+            if callback is None:
                 raise ConfigError(f"spider {spider.name!r}: expect_items names {name!r}, which is not a method of it")
             callbacks.add(callback)
         self._callbacks = frozenset(callbacks)  # bound methods: equal when of the same spider and function

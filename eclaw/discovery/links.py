@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -24,19 +24,23 @@ from lxml import etree
 from parsel import Selector
 from parsel.csstranslator import css2xpath
 
+from eclaw.discovery.hrefs import streamed_hrefs
 from eclaw.discovery.patterns import UrlPattern, compile_patterns, extensions, patterns
 from eclaw.exceptions import ConfigError, InvalidURL
 from eclaw.http.request import Request, plain_request
-from eclaw.http.response import LinkRule, Response, register_rule_links
+from eclaw.http.response import LinkRule, Response, encoded_link, register_rule_links
+from eclaw.http.suffixes import registered_domain
 from eclaw.http.types import Callback
 from eclaw.http.urls import absolute_url, host_allowed, join_url, simple_path, url_host
 
 __all__ = [
+    "SEEN_PER_PAGE",
     "STRATEGIES",
     "Page",
     "Rule",
     "Strategy",
     "follow_links",
+    "iter_links",
     "kept",
     "page_links",
     "registered_domain",
@@ -83,8 +87,8 @@ class Rule:
     allow: UrlPattern | Sequence[UrlPattern] = ()
     _: KW_ONLY
     deny: UrlPattern | Sequence[UrlPattern] = ()
-    allow_domains: Sequence[str] = ()
-    deny_domains: Sequence[str] = ()
+    allow_domains: str | Sequence[str] = ()  # one host alone too, as Scrapy's LinkExtractor takes it
+    deny_domains: str | Sequence[str] = ()
     restrict_css: str | Sequence[str] = ()
     restrict_xpaths: str | Sequence[str] = ()
     strategy: Strategy = "same-host"
@@ -164,10 +168,8 @@ class Rule:
         return None
 
 
-def _hosts(value: Sequence[str], what: str, name: str) -> frozenset[str]:
-    if isinstance(value, str):
-        raise ConfigError(f"{what}: {name} must be a list of hosts, got the string {value!r}")
-    hosts = frozenset(str(host).strip().lower() for host in value)
+def _hosts(value: str | Sequence[str], what: str, name: str) -> frozenset[str]:
+    hosts = frozenset(str(host).strip().lower() for host in ((value,) if isinstance(value, str) else value))
     for host in hosts:
         if not host or "/" in host:
             raise ConfigError(f"{what}: {name} entry {host!r} must be a host, not a URL")
@@ -216,23 +218,6 @@ def _extension(url: str) -> str:
     return path[dot + 1 :].lower()
 
 
-@lru_cache(maxsize=4096)
-def registered_domain(host: str) -> str:
-    """The registrable domain of ``host`` (``news.example.co.uk`` → ``example.co.uk``); an IP
-    address or a bare name is its own domain."""
-    if not host or host.replace(".", "").isdigit() or ":" in host or "." not in host:
-        return host
-    return str(_suffix_list().privatesuffix(host) or host)
-
-
-@lru_cache(maxsize=1)
-def _suffix_list() -> Any:
-    """The Public Suffix List (read-only data bundled with ``publicsuffixlist``; ~60 ms to load, once)."""
-    from publicsuffixlist import PublicSuffixList
-
-    return PublicSuffixList()
-
-
 class Page:
     """What filtering needs of the page links are found on."""
 
@@ -254,33 +239,65 @@ class Page:
 def page_links(response: Response, rule: Rule, hrefs: Iterable[Any] | None = None) -> list[str]:
     """The absolute, fragment-free http(s) URLs of ``response``'s links (``hrefs``, else those the
     rule's regions, tags and attributes name), each once, in page order — before filtering."""
+    return list(iter_links(response, rule, hrefs))
+
+
+def iter_links(response: Response, rule: Rule, hrefs: Iterable[Any] | None = None) -> Iterator[str]:
+    """:func:`page_links` as they are found. On an HTML page over 1 MiB, the links a rule takes by tag
+    and attribute alone (no ``restrict_css``/``restrict_xpaths``) are read as the page is parsed,
+    without building its tree (unless it was built already): a page of 400,000 links costs little
+    more memory than its body."""
     if hrefs is None:
         response._require_text()
-        xml = response._is_xml
-        hrefs = response.xpath(rule._source).getall() if xml else _xpath(rule._source)(response._root)
+        if response._is_xml:
+            hrefs = response.xpath(rule._source).getall()
+        elif len(response.body) > _STREAM_ABOVE and not _tree_needed(response, rule):
+            hrefs = streamed_hrefs(response, rule.tags, rule.attrs)  # a huge page: no tree of it
+        else:
+            hrefs = _xpath(rule._source)(response._root)
     base, origin = response._base
     fast = base == response.url
-    urls: list[str] = []
-    seen: set[str] = set()
+    seen: set[int] = set()  # hashes of the first SEEN_PER_PAGE: a huge page's repeats are the frontier's
     for item in hrefs:
         href = item if type(item) is str else _href(item)
         if not href:
             continue
+        url: str | None
         if fast and simple_path(href):  # the common link: already safe, same origin
             url = origin + (href.partition("#")[0] if "#" in href else href)
         else:
-            joined = join_url(base, origin, href.strip()).partition("#")[0]
-            if not joined[:8].lower().startswith(("http://", "https://")):
-                continue  # mailto:, javascript:, tel:, data: ... are not pages
-            try:
-                url = absolute_url(joined)
-            except InvalidURL:
-                logger.debug("skipped malformed link %r on %s", href, response.url)
-                continue
-        if url not in seen:
-            seen.add(url)
-            urls.append(url)
-    return urls
+            url = _absolute(base, origin, href, response)
+        if url is not None:
+            key = hash(url)
+            if key not in seen:
+                if len(seen) < SEEN_PER_PAGE:
+                    seen.add(key)
+                yield url
+
+
+def _tree_needed(response: Response, rule: Rule) -> bool:
+    """Whether the rule's links are taken from the page's tree: it has regions, or the tree exists."""
+    return bool(rule.restrict_css or rule.restrict_xpaths) or "_root" in response.__dict__
+
+
+def _absolute(base: str, origin: str, href: str, response: Response) -> str | None:
+    """``href`` as an absolute http(s) URL (its query in the page's encoding, as browsers send it), or ``None``."""
+    joined = join_url(base, origin, href.strip()).partition("#")[0]
+    if not joined[:8].lower().startswith(("http://", "https://")):
+        return None  # mailto:, javascript:, tel:, data: ... are not pages
+    try:
+        return absolute_url(encoded_link(joined, response))
+    except InvalidURL:
+        logger.debug("skipped malformed link %r on %s", href, response.url)
+        return None
+
+
+# Pages larger than this have their links read without a tree: libxml2's tree costs ~700 bytes a
+# link, and on a page of ordinary size the tree (which the callback usually builds anyway) is faster.
+_STREAM_ABOVE = 1024 * 1024
+# A page's URLs remembered to keep each once: past that many, a repeat goes to the frontier, whose
+# dupe filter drops it (counted as a duplicate), so a page of 400,000 links costs no set of them all.
+SEEN_PER_PAGE = 65_536
 
 
 def _href(link: Any) -> str | None:
@@ -350,7 +367,10 @@ def follow_links(
         options["cb_kwargs"] = dict(rule.cb_kwargs)
     process = resolve(rule.process_request, None, "Rule process_request")
     requests = []
-    for url in kept(rule, response, page_links(response, rule, hrefs)):
+    page, verdict = Page(response.url), rule._verdict
+    for url in iter_links(response, rule, hrefs):
+        if verdict(url, page) is not None:
+            continue
         request = Request(url, callback, _safe=True, **options) if options else plain_request(url, callback)
         if process is not None:
             request = process(request, response)

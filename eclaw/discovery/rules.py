@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eclaw.discovery.links import Page, Rule, page_links, resolve
+from eclaw.discovery.links import SEEN_PER_PAGE, Page, Rule, iter_links, page_links, resolve
 from eclaw.exceptions import ConfigError
 from eclaw.http.request import Request, plain_request
 from eclaw.items import is_item
@@ -79,30 +80,38 @@ class CrawlRules:
             )
         rule, callback = self._rules[index], self._callbacks[index]
         result = callback(response, **(rule.cb_kwargs or {})) if callback is not None else None
-        links: Callable[[], list[Request]] = (lambda: self.follow(response)) if rule.follows else list
+        links: Callable[[], Iterable[Request]] = (lambda: self.follow(response)) if rule.follows else tuple
         if inspect.isasyncgen(result) or inspect.isawaitable(result):
             return _async_chain(result, links)
         return _chain(result, links)
 
-    def follow(self, response: Response) -> list[Request]:
-        """The requests for the links of ``response`` that a rule takes (the first that matches)."""
+    def follow(self, response: Response) -> Iterator[Request]:
+        """The requests for the links of ``response`` that a rule takes (the first that matches), made
+        as the page is read: a page's links stream into the frontier, never all held at once."""
         if not response.is_text:
             logger.debug("no links followed on %s: not text", response.url)
-            return []
+            return iter(())
+        return self._follow(response)
+
+    def _follow(self, response: Response) -> Iterator[Request]:
         page = Page(response.url)
+        shared = Counter(rule._source for rule in self._rules)
         found: dict[str, list[str]] = {}  # rules with the same regions share one extraction
-        seen: set[str] = set()
-        requests: list[Request] = []
+        seen: set[str] | None = set() if len(self._rules) > 1 else None  # one rule: its links are unique
         target = self._target
         for index, rule in enumerate(self._rules):
-            urls = found.get(rule._source)
-            if urls is None:
-                urls = found[rule._source] = page_links(response, rule)
+            source = rule._source
+            urls: Iterable[str] | None = found.get(source)
+            if urls is None and shared[source] > 1:
+                urls = found[source] = page_links(response, rule)
+            elif urls is None:
+                urls = iter_links(response, rule)
             verdict, errback, process = rule._verdict, self._errbacks[index], self._process[index]
             for url in urls:
-                if url in seen or verdict(url, page) is not None:
+                if (seen is not None and url in seen) or verdict(url, page) is not None:
                     continue
-                seen.add(url)
+                if seen is not None and len(seen) < SEEN_PER_PAGE:
+                    seen.add(url)
                 request = plain_request(url, target)
                 request.meta = {"rule": index}
                 request.errback = errback
@@ -111,8 +120,7 @@ class CrawlRules:
                     if processed is None:
                         continue
                     request = processed
-                requests.append(request)
-        return requests
+                yield request
 
 
 def _values(result: Any) -> Iterable[object]:
@@ -126,12 +134,12 @@ def _values(result: Any) -> Iterable[object]:
     return result
 
 
-def _chain(result: Any, links: Callable[[], list[Request]]) -> Iterator[object]:
+def _chain(result: Any, links: Callable[[], Iterable[Request]]) -> Iterator[object]:
     yield from _values(result)
     yield from links()
 
 
-async def _async_chain(result: Any, links: Callable[[], list[Request]]) -> AsyncIterator[object]:
+async def _async_chain(result: Any, links: Callable[[], Iterable[Request]]) -> AsyncIterator[object]:
     if inspect.isawaitable(result):
         result = await result
     if inspect.isasyncgen(result):

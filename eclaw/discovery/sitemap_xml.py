@@ -7,8 +7,9 @@ a 50,000-URL sitemap) by lxml with entities left unresolved, no DTD and no netwo
 XXE), and read by local names, so any namespace (or none) works. Real sitemaps are
 often slightly broken: an unescaped ``&`` in a URL is escaped before parsing; at an XML
 error (a truncated end), the entries completed before it are kept (with a warning) and
-none after it, so no half-read URL is ever fetched; a body that is not a sitemap at all
-is a :class:`SitemapError`.
+none after it, so no half-read URL is ever fetched; blank lines before ``<?xml`` are
+skipped; a body that is not a sitemap at all is a :class:`SitemapError`. At most
+``max_entries`` entries are kept (the caller's ``sitemap_max_urls``); the rest are counted.
 """
 
 from __future__ import annotations
@@ -48,11 +49,14 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Sitemap:
-    """A parsed sitemap: its kind, its entries, and the XML error that ended it early ("" if none)."""
+    """A parsed sitemap: its kind, its entries, and the XML error that ended it early ("" if none);
+    ``over``: the entries past ``max_entries`` (not kept), ``first_over`` the first of them."""
 
     kind: Literal["urlset", "sitemapindex"]
     entries: list[Entry]
     error: str = ""
+    over: int = 0
+    first_over: Entry | None = None
 
 
 def gunzip(data: bytes, limit: int = MAX_SITEMAP_SIZE, url: str = "") -> bytes:
@@ -69,11 +73,14 @@ def gunzip(data: bytes, limit: int = MAX_SITEMAP_SIZE, url: str = "") -> bytes:
     return out
 
 
-def read_sitemap(body: bytes, url: str = "", limit: int = MAX_SITEMAP_SIZE) -> Sitemap:
-    """The sitemap in ``body`` (gzip'd or not). Raises :class:`SitemapError` when it is none."""
+def read_sitemap(body: bytes, url: str = "", limit: int = MAX_SITEMAP_SIZE, max_entries: int | None = None) -> Sitemap:
+    """The sitemap in ``body`` (gzip'd or not), its first ``max_entries`` entries (``None``: all; the
+    rest are only counted). Raises :class:`SitemapError` when it is none."""
     data = gunzip(body, limit, url) if body.startswith(_GZIP) else body
     if len(data) > limit:
         raise SitemapError("too large", f"over {limit} bytes (the sitemap protocol's limit)", url)
+    if data[:1].isspace():  # blank lines before "<?xml": lxml's recover mode reads past them, as Scrapy does
+        data = data.lstrip()
     if b"&" in data and _BARE_AMPERSAND.search(data):
         data = _BARE_AMPERSAND.sub(b"&amp;", data)
     events = etree.iterparse(
@@ -84,6 +91,9 @@ def read_sitemap(body: bytes, url: str = "", limit: int = MAX_SITEMAP_SIZE) -> S
     kind = ""
     entries: list[Entry] = []
     error = ""
+    cap = -1 if max_entries is None else max_entries
+    over = 0
+    first_over = None
     try:
         for event, element in events:
             if root is None:
@@ -92,8 +102,11 @@ def read_sitemap(body: bytes, url: str = "", limit: int = MAX_SITEMAP_SIZE) -> S
                     raise SitemapError("not a sitemap", f"root element <{kind}>, not <urlset> or <sitemapindex>", url)
             elif event == "end" and element.getparent() is root:
                 entry = _entry(element)
-                if entry is not None:
+                if entry is not None and len(entries) != cap:
                     entries.append(entry)
+                elif entry is not None:  # past the cap: counted, not kept
+                    over += 1
+                    first_over = first_over or entry
                 element.clear()  # keep memory flat: drop what was read
                 while element.getprevious() is not None:
                     del root[0]
@@ -101,7 +114,7 @@ def read_sitemap(body: bytes, url: str = "", limit: int = MAX_SITEMAP_SIZE) -> S
         if root is None:
             raise SitemapError("not XML", str(exc) or "no element", url) from None
         error = str(exc)  # the entries completed before it are kept; none is guessed at
-    return Sitemap(kind, entries, error)  # type: ignore[arg-type]
+    return Sitemap(kind, entries, error, over, first_over)  # type: ignore[arg-type]
 
 
 def _local(tag: Any) -> str:

@@ -7,6 +7,12 @@ robots.txt gives its ``Sitemap:`` lines, an index its child sitemaps (those
 entries whose ``<lastmod>`` is older, in indexes too: a sitemap not changed since then
 lists no page that changed. Entries without a ``<lastmod>`` are kept. Documents are read
 off the event loop (:mod:`eclaw.discovery.sitemap_xml`).
+
+Bounded: indexes are followed ``sitemap_max_depth`` deep (a sitemap ``sitemap_urls`` or a
+robots.txt names is depth 0; one an index at depth 10 names is dropped, ``sitemap too
+deep``), at most ``sitemap_max_urls`` entries are taken from one document (the rest
+counted, the first listed as dropped: ``sitemap too many URLs``), and a robots.txt is read
+``robots_max_bytes`` far.
 """
 
 from __future__ import annotations
@@ -14,24 +20,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from protego import Protego
-
 from eclaw.discovery.links import resolve
 from eclaw.discovery.patterns import Glob, UrlPattern, compile_patterns, patterns
-from eclaw.discovery.sitemap_xml import Entry, parse_date, read_sitemap
+from eclaw.discovery.robots_txt import parse_robots
+from eclaw.discovery.sitemap_xml import Entry, Sitemap, parse_date, read_sitemap
 from eclaw.exceptions import ConfigError, InvalidURL
 from eclaw.http.request import Request
 
 if TYPE_CHECKING:
     from eclaw.http.response import Response
+    from eclaw.settings import Settings
+    from eclaw.stats import Stats
 
-__all__ = ["Sitemaps", "SitemapsOwner"]
+__all__ = ["Refused", "Sitemaps", "SitemapsOwner"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A sitemap entry not taken, and why (``sitemap too deep``, ``sitemap too many URLs``): the
+    crawl lists it as a drop, as a ``RequestDropped`` a callback yields (this layer emits no events)."""
+
+    request: Request
+    reason: str
 
 
 class SitemapsOwner(Protocol):
@@ -55,6 +72,12 @@ class SitemapsOwner(Protocol):
 
     @property
     def sitemap_alternate_links(self) -> bool: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def stats(self) -> Stats: ...
 
     def _parse_sitemap(self, response: Response) -> AsyncIterator[Request]: ...
 
@@ -80,6 +103,7 @@ class Sitemaps:
         self._since = _since(spider.sitemap_since, what)
         self._alternates = _flag(spider.sitemap_alternate_links, f"{what}: sitemap_alternate_links")
         self._read: Callable[..., Any] = spider._parse_sitemap
+        self._owner = spider
 
     @staticmethod
     def _rule(spider: SitemapsOwner, index: int, rule: Any) -> tuple[re.Pattern[str] | None, Callable[..., Any]]:
@@ -97,15 +121,18 @@ class Sitemaps:
         """The requests for ``sitemap_urls``."""
         return [Request(url, self._read) for url in self.urls]
 
-    async def read(self, response: Response) -> AsyncIterator[Request]:
-        """The requests a sitemap document leads to: sitemaps (robots.txt, index) or pages (urlset)."""
+    async def read(self, response: Response) -> AsyncIterator[Any]:  # Request | Refused
+        """The requests a sitemap document leads to: sitemaps (robots.txt, index) or pages (urlset);
+        those past the limits as :class:`Refused` (``sitemap too deep``, ``sitemap too many URLs``)."""
+        max_depth, max_urls, robots_bytes = self._limits()
+        depth = response.meta.get("sitemap_depth", 0)  # indexes above this document
         if response.url.partition("?")[0].endswith("/robots.txt"):
-            for url in Protego.parse(response.text).sitemaps:
-                request = _request(response.urljoin(url), self._read)
+            for url in parse_robots(response.body, robots_bytes, response.url).sitemaps:
+                request = _request(response.urljoin(url), self._read, depth)
                 if request is not None:
                     yield request
             return
-        sitemap = await asyncio.to_thread(read_sitemap, response.body, response.url)
+        sitemap = await asyncio.to_thread(read_sitemap, response.body, response.url, max_entries=max_urls)
         if sitemap.error:
             logger.warning(
                 "sitemap %s is malformed (%s): read %d entries", response.url, sitemap.error, len(sitemap.entries)
@@ -116,16 +143,47 @@ class Sitemaps:
                 continue
             if index:
                 if self._follow is None or self._follow.search(entry.loc):
-                    request = _request(entry.loc, self._read)
-                    if request is not None:
+                    request = _request(entry.loc, self._read, depth + 1)
+                    if request is not None and depth + 1 > max_depth:
+                        logger.warning(
+                            "sitemap %s: %s is nested %d indexes deep, past sitemap_max_depth (%d): dropped",
+                            response.url, entry.loc, depth + 1, max_depth,
+                        )  # fmt: skip
+                        yield Refused(request, "sitemap too deep")
+                    elif request is not None:
                         yield request
                 continue
-            for url in _urls(entry, self._alternates):
-                callback = self._callback(url)
-                if callback is not None:
-                    request = _request(url, callback)
-                    if request is not None:
-                        yield request
+            for request in self._pages(entry):
+                yield request
+        if sitemap.first_over is not None:
+            yield self._too_many(response, sitemap, max_urls, index)
+
+    def _pages(self, entry: Entry) -> Iterator[Request]:
+        """The requests for a urlset entry's pages (its alternates too, if asked), those a rule takes."""
+        for url in _urls(entry, self._alternates):
+            callback = self._callback(url)
+            if callback is not None:
+                request = _request(url, callback)
+                if request is not None:
+                    yield request
+
+    def _too_many(self, response: Response, sitemap: Sitemap, max_urls: int, index: bool) -> Refused:
+        """The entries past ``sitemap_max_urls``: counted, and the first listed as dropped."""
+        assert sitemap.first_over is not None
+        self._owner.stats.counters["sitemap URLs past sitemap_max_urls"] += sitemap.over
+        logger.warning(
+            "sitemap %s lists %d URLs more than sitemap_max_urls (%d): dropped (sitemap too many URLs)",
+            response.url, sitemap.over, max_urls,
+        )  # fmt: skip
+        loc = sitemap.first_over.loc
+        callback = self._read if index else (self._callback(loc) or self._read)
+        request = _request(loc, callback) or Request(response.url, self._read, dont_filter=True)
+        return Refused(request, "sitemap too many URLs")
+
+    def _limits(self) -> tuple[int, int, int]:
+        """``sitemap_max_depth``, ``sitemap_max_urls`` and ``robots_max_bytes`` of the running crawl."""
+        settings = self._owner.settings
+        return settings.sitemap_max_depth, settings.sitemap_max_urls, settings.robots_max_bytes
 
     def _callback(self, url: str) -> Callable[..., Any] | None:
         """The callback of the first rule ``url`` matches (``None``: the page is not fetched)."""
@@ -168,13 +226,14 @@ def _urls(entry: Entry, alternates: bool) -> tuple[str, ...]:
     return (entry.loc, *entry.alternates) if alternates else (entry.loc,)
 
 
-def _request(url: str, callback: Callable[..., Any]) -> Request | None:
-    """A request for a URL a sitemap lists; ``None`` (logged) if it is not an http(s) URL."""
+def _request(url: str, callback: Callable[..., Any], depth: int = 0) -> Request | None:
+    """A request for a URL a sitemap lists (a sitemap ``depth`` indexes deep, kept in its meta);
+    ``None`` (logged) if it is not an http(s) URL."""
     if not url[:8].lower().startswith(("http://", "https://")):
         logger.debug("sitemap entry %r skipped: not an absolute http(s) URL", url)
         return None
     try:
-        return Request(url, callback)
+        return Request(url, callback, meta={"sitemap_depth": depth} if depth else None)
     except InvalidURL as exc:
         logger.debug("sitemap entry skipped: %s", exc)
         return None

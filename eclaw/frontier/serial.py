@@ -1,7 +1,9 @@
 """Requests as text, so they can wait on disk (spilled frontier, saved state) or in Redis.
 
 Safe by construction: no pickle. A callback or errback is stored by name and
-must be a method of the spider; ``meta`` and ``cb_kwargs`` must be JSON values.
+must be one the spider declares (:func:`declared_callback`); a record naming any other is
+refused, so a tampered state file or Redis entry cannot call an arbitrary attribute.
+``meta`` and ``cb_kwargs`` must be JSON values.
 :func:`to_text` and :func:`from_text` write a plain link (the commonest request) as
 tab-separated fields instead, a sixth of the work of a JSON record: the frontier's disk, the
 saved state, the cluster's queue and the links between processes store requests so.
@@ -10,8 +12,10 @@ saved state, the cluster's queue and the links between processes store requests 
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from eclaw.exceptions import ConfigError, NotSerialisable
 from eclaw.http import Request
@@ -20,7 +24,7 @@ from eclaw.http.request import plain_request
 if TYPE_CHECKING:
     from eclaw.spider import Spider
 
-__all__ = ["dumps", "from_line", "from_text", "loads", "to_line", "to_text"]
+__all__ = ["declared_callback", "dumps", "from_line", "from_text", "loads", "to_line", "to_text"]
 
 
 def dumps(request: Request, spider: Spider) -> str:
@@ -131,12 +135,12 @@ def _one_field(text: str) -> bool:
 
 
 def _spider_method(spider: Spider, name: str, kind: str, url: str) -> Any:
-    """The spider's method ``name``, the ``kind`` (callback, errback) of a saved request for ``url``."""
-    method = getattr(spider, name, None)
-    if not callable(method):
-        raise ConfigError(
-            f"a saved request for {url} needs {kind} {name!r}, which spider {spider.name!r} does not have"
-        )
+    """The declared callback ``name``, the ``kind`` (callback, errback) of a saved request for ``url``."""
+    method = declared_callback(spider, name)
+    if method is None:
+        has = inspect.isfunction(_first(type(spider), name))  # looked up on the class only
+        what = "does not declare as a callback: refused" if has else "does not have"
+        raise ConfigError(f"a saved request for {url} needs {kind} {name!r}, which spider {spider.name!r} {what}")
     return method
 
 
@@ -144,4 +148,65 @@ def _method_name(func: Any, spider: Spider, kind: str) -> str:
     name = getattr(func, "__name__", None)
     if name is None or getattr(func, "__self__", None) is not spider:
         raise NotSerialisable(f"{kind} {func!r} is not a method of the spider: it cannot be stored by name")
+    if declared_callback(spider, name) != func:
+        raise NotSerialisable(
+            f"{kind} {name!r} is not a callback spider {spider.name!r} declares (a public method, or one"
+            " its rules, sitemap_rules or expect_items name): it cannot be stored by name"
+        )
     return str(name)
+
+
+# The callbacks eclaw.Spider itself gives requests (its default, its rules' and its sitemaps').
+_OWN_CALLBACKS = frozenset({"parse", "_parse_rule", "_parse_sitemap"})
+_declared: WeakKeyDictionary[Any, dict[str, Any]] = WeakKeyDictionary()  # spider -> name -> its function
+
+
+def declared_callback(spider: Spider, name: str) -> Any:
+    """The bound method ``name`` if it is a callback ``spider`` declares, else ``None``.
+
+    Declared: a public method (a plain function, not a property, attribute or static method)
+    defined on the spider's own classes (its subclass of :class:`eclaw.Spider`, their bases and
+    mixins), that is not part of eclaw.Spider's own API (``start_requests``, ``is_banned``...); any
+    method of those classes that its ``rules``, ``sitemap_rules`` or ``expect_items`` name;
+    and eclaw's own callbacks (``parse``, and those of rules and sitemaps). Nothing is looked
+    up on the instance, so no other attribute is ever evaluated or called.
+    """
+    known = _declared.get(spider)
+    if known is None:
+        known = _declared[spider] = {}
+    func = known.get(name)
+    if func is None and isinstance(name, str):
+        func = _function(type(spider), name)
+        if func is None or (name.startswith("_") and name not in _OWN_CALLBACKS and name not in _named(spider)):
+            return None
+        known[name] = func  # the function, not the bound method: that would keep the spider alive
+    return None if func is None else func.__get__(spider, type(spider))
+
+
+def _function(cls: type, name: str) -> Any:
+    """The plain function ``name`` of the spider's classes, none of eclaw.Spider's API but its own callbacks."""
+    from eclaw.spider import Spider
+
+    if name not in _OWN_CALLBACKS and any(name in klass.__dict__ for klass in Spider.__mro__):
+        return None  # eclaw.Spider's API (start_requests, is_banned, ...), overridden or not, is no callback
+    value = _first(cls, name)
+    return value if inspect.isfunction(value) else None
+
+
+def _first(cls: type, name: str) -> Any:
+    """What the first class of ``cls``'s MRO that defines ``name`` holds (``None``: none does)."""
+    return next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
+
+
+def _named(spider: Spider) -> set[str]:
+    """The method names the spider's rules, sitemap rules and item expectations give."""
+    names: set[str] = set()
+    for rule in spider.rules:
+        callbacks = (getattr(rule, "callback", None), getattr(rule, "errback", None))
+        names.update(value for value in callbacks if isinstance(value, str))
+    for pair in spider.sitemap_rules:
+        if isinstance(pair, tuple | list) and len(pair) == 2 and isinstance(pair[1], str):
+            names.add(pair[1])
+    expected = spider.expect_items
+    names.update([expected] if isinstance(expected, str) else [str(n) for n in expected])
+    return names

@@ -11,6 +11,7 @@ from urllib.parse import urljoin
 from lxml import etree
 from multidict import CIMultiDict, CIMultiDictProxy
 from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding
+from w3lib.url import safe_url_string
 
 from eclaw.exceptions import NotTextResponse
 from eclaw.http.mediatypes import binary_kind
@@ -279,7 +280,7 @@ class Response:
     def follow(self, url: str | Selector, callback: Callback | None = None, **kwargs: Any) -> Request:
         """A ``Request`` for a link: an href string or an ``<a>``/``<link>`` selector."""
         href = _href(url)
-        return Request(self.urljoin(href), callback=callback, **kwargs)
+        return Request(encoded_link(self.urljoin(href), self), callback=callback, **kwargs)
 
     def _links(self, urls: Iterable[str | Selector] | None, css: str | None, xpath: str | None) -> Iterable[Any]:
         """What ``follow_all`` follows: the hrefs or elements ``css``/``xpath`` select, or ``urls``."""
@@ -328,12 +329,28 @@ class Response:
             href: str = item
             if origin is None or not simple_path(href):
                 if href:
-                    append(Request(self.urljoin(href.strip()), callback=callback, **kwargs))
+                    url = encoded_link(self.urljoin(href.strip()), self)
+                    append(Request(url, callback=callback, **kwargs))
             elif kwargs:
                 append(Request(origin + href, callback, _safe=True, **kwargs))
             else:  # the common case: a plain link, already safe
                 append(plain_request(origin + href, callback))
         return requests
+
+
+def encoded_link(url: str, page: Response) -> str:
+    """A link's absolute ``url`` with the non-ASCII characters of its query percent-encoded in the
+    encoding of the ``page`` it is on, as browsers and Scrapy's link extractor send them (the
+    path stays UTF-8)."""
+    if url.isascii() or "?" not in url:
+        return url
+    encoding = page.encoding
+    if encoding.replace("-", "").lower() in ("utf8", "ascii"):
+        return url
+    try:
+        return safe_url_string(url, encoding)
+    except (UnicodeEncodeError, LookupError):  # a character the page's encoding lacks: UTF-8, as before
+        return url
 
 
 def _href(link: Any) -> str:
