@@ -47,3 +47,11 @@ def test_every_fence_is_closed() -> None:
     for page in sorted(DOCS.rglob("*.md")):
         fences = [line for line in page.read_text(encoding="utf-8").splitlines() if line.lstrip().startswith("```")]
         assert len(fences) % 2 == 0, f"{page.name}: a code block is not closed"
+
+
+def test_every_page_is_in_the_navigation() -> None:
+    """A page missing from mkdocs.yml's ``nav`` is built but reachable from nowhere."""
+    nav = (DOCS.parent / "mkdocs.yml").read_text(encoding="utf-8").partition("\nnav:")[2]
+    listed = set(re.findall(r":\s*(\S+\.md)\s*$", nav, re.M))
+    orphans = sorted(page.name for page in DOCS.glob("*.md") if page.name not in listed)
+    assert orphans == [], f"pages missing from mkdocs.yml's nav: {orphans}"
