@@ -1,12 +1,15 @@
 """The owner of the terminal events: every request ends here exactly once (parsed, failed or
 dropped), every item as stored or dropped; the stats, the files of record and the saved state
-are told. A shared frontier is told a request is done once the items it yielded are stored."""
+are told. A shared frontier is told a request is done once the items it yielded are stored.
+A final failure on an HTTP status leaves its evidence here (a snapshot of the server's answer),
+so that its log line and its line in the failures file both name it."""
 
 from __future__ import annotations
 
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from eclaw.core.activity import Activity
@@ -14,9 +17,11 @@ from eclaw.core.journal import Journal
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import DropLog, FailureLog
 from eclaw.events import ItemDropped, ItemStored, RequestFailed, ResponseParsed
+from eclaw.exceptions import HttpError
 from eclaw.frontier.base import Scheduler
 from eclaw.http import Request
 from eclaw.http.urls import redact_url
+from eclaw.observe.snapshots import HTTP_ERROR_BODY_MAX, Snapshots, save_for_failure
 from eclaw.stats import Stats
 
 __all__ = ["Accounting", "Completions"]
@@ -67,8 +72,10 @@ class Accounting:
         drops: DropLog,
         completions: Completions | None,
         errback: Callable[[RequestFailed], Awaitable[None]],
+        snapshots: Snapshots | None = None,
     ) -> None:
         self._stats = stats
+        self._snapshots = snapshots
         self._journal = journal
         self._failures = failures
         self._drops = drops
@@ -92,10 +99,24 @@ class Accounting:
             self._stats.retries += 1
             return
         self._stats.add_failed(event.reason)
-        self._failures.record(event.request, event.reason, event.error)
+        snapshot = await self._http_failed(event.request, event.error, event.reason)
+        self._failures.record(event.request, event.reason, event.error, snapshot)
         if event.request.errback is not None:
             await self._errback(event)
         self.finished(event.request)
+
+    async def _http_failed(self, request: Request, error: BaseException | None, reason: str) -> Path | None:
+        """A final failure on an HTTP status: the server's answer (headers, the body's start) saved as
+        a snapshot, and the failure's log line naming it; the snapshot's folder, if one was saved."""
+        if not isinstance(error, HttpError):
+            return None
+        response = error.response  # its request is the one sent: the headers the server saw
+        folder, saved = await save_for_failure(
+            self._snapshots, self._stats.counters, response.request, response, error,
+            reason=reason, body_max=HTTP_ERROR_BODY_MAX,
+        )  # fmt: skip
+        logger.warning("failed %s: %s%s", redact_url(request.url), redact_url(str(error)), saved)
+        return folder
 
     async def dropped(self, drops: list[tuple[Request, str]], context: Any) -> None:
         """A batch of drops (a page's duplicate links, say): counted by reason; those of in-scope

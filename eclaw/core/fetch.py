@@ -148,14 +148,20 @@ class Fetcher:
             await self._scheduler.release(request)
         await self._pump()  # the next download starts from here: no trip through the crawl's loop
         if error is not None:
+            answered = _answer_of(error)
+            if answered is not None:  # a 404, a 503 retried: a response all the same
+                self._counted(answered)
             await self._failed(request, error)
         elif response is not None:
-            stats = self._stats
-            stats.responses_downloaded += 1
-            stats.status_counts[response.status] += 1
-            stats.bytes_downloaded += len(response.body)
+            self._counted(response)
             if not await self._redirected(request, response):
                 await self._bus.publish(ResponseDownloaded(request=response.request, response=response))
+
+    def _counted(self, response: Response) -> None:
+        stats = self._stats
+        stats.responses_downloaded += 1
+        stats.status_counts[response.status] += 1
+        stats.bytes_downloaded += len(response.body)
 
     async def _redirected(self, request: Request, response: Response) -> bool:
         """A redirect in this download led to another process's page (handed over) or to a page seen before
@@ -238,10 +244,17 @@ class Fetcher:
         elif isinstance(exc, RetryRequest):
             await self.retry(request, exc)
         elif isinstance(exc, DownloadError):
-            logger.warning("failed %s: %s", redact_url(request.url), redact_url(str(exc)))
+            if not isinstance(exc, HttpError):  # an HTTP failure's line names its snapshot: accounting writes it
+                logger.warning("failed %s: %s", redact_url(request.url), redact_url(str(exc)))
             await bus.publish(RequestFailed(request=request, reason=exc.reason, error=exc, attempt=attempt))
         else:  # a bug in a middleware or a downloader: this request fails, the crawl goes on
             shown = redact_url(request.url)
             logger.error("error downloading %s: %s: %s", shown, type(exc).__name__, redact_url(str(exc)), exc_info=exc)
             reason = f"error: {type(exc).__name__}"
             await bus.publish(RequestFailed(request=request, reason=reason, error=exc, attempt=attempt))
+
+
+def _answer_of(error: Exception) -> Response | None:
+    """The response a failed attempt got, when it failed on its status (at once, or to be retried)."""
+    cause = error.error if isinstance(error, RetryRequest) else error
+    return cause.response if isinstance(cause, HttpError) else None

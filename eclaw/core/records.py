@@ -92,9 +92,12 @@ def attempts_of(request: Request) -> int:
 
 
 class FailureLog(JsonLines):
-    """Final request failures: url, reason, attempts and last status, one per line."""
+    """Final request failures: url, reason, attempts, last status and the error snapshot's
+    folder (``snapshot``, ``None`` without one), one per line."""
 
-    def record(self, request: Request, reason: str, error: BaseException | None) -> None:
+    def record(
+        self, request: Request, reason: str, error: BaseException | None, snapshot: str | Path | None = None
+    ) -> None:
         status = error.status if isinstance(error, HttpError) else None
         self.write(
             {
@@ -105,6 +108,7 @@ class FailureLog(JsonLines):
                 "attempts": attempts_of(request),
                 "last_status": status,
                 "error": f"{type(error).__name__}: {error}" if error is not None else None,
+                "snapshot": str(snapshot) if snapshot is not None else None,
             }
         )
 

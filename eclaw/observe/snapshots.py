@@ -1,19 +1,22 @@
 """Error snapshots: what a developer needs to see why a page failed, kept on disk.
 
-When a callback raises, or a page yields no item where the spider expected one
-(``expect_items``), the crawl saves a snapshot: one folder under
+When a callback raises, a page yields no item where the spider expected one
+(``expect_items``), or a request fails for good on an HTTP status (404, 503 after its
+retries), the crawl saves a snapshot: one folder under
 ``eclaw-data/<spider>/snapshots/`` (the ``snapshots`` setting) holding
 
 - ``snapshot.json``: the request (method, URL, headers, meta, callback), the
   response's URL, status and headers, the reason and the error;
-- ``body.html`` (``.json``, ``.xml``, ``.txt`` or ``.bin``): the body as downloaded;
+- ``body.html`` (``.json``, ``.xml``, ``.txt`` or ``.bin``): the body as downloaded
+  (an HTTP failure's first :data:`HTTP_ERROR_BODY_MAX` bytes: ``snapshot.json`` says
+  ``body_bytes``, the size the server sent, and ``body_truncated``);
 - ``traceback.txt``: the traceback, when there is one;
 - any ``extra_files`` the caller adds (a browser fetcher's screenshot).
 
-The failure's log line names the folder; ``eclaw shell FOLDER`` opens it as a
-response. The folder holds at most ``snapshots_max`` snapshots and
-``snapshots_max_bytes`` bytes: a run keeps its first ones (the first failures are
-the telling ones) and evicts what older runs left.
+The failure's log line (and for an HTTP failure its line in the failures file)
+names the folder; ``eclaw shell FOLDER`` opens it as a response. The folder holds
+at most ``snapshots_max`` snapshots and ``snapshots_max_bytes`` bytes: a run keeps
+its first ones (the first failures are the telling ones) and evicts what older runs left.
 
 Other components save their own through the crawl: ``await crawl.snapshots.save(request,
 response, error, extra_files={"screenshot.png": png})`` (``crawl`` is the
@@ -31,6 +34,7 @@ import re
 import shutil
 import time
 import traceback
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,12 +48,14 @@ from eclaw.storage.paths import resolve_path
 if TYPE_CHECKING:
     from eclaw.settings import Settings
 
-__all__ = ["Snapshots", "load_snapshot"]
+__all__ = ["HTTP_ERROR_BODY_MAX", "Snapshots", "load_snapshot", "save_for_failure"]
 
 logger = logging.getLogger(__name__)
 
 _EXTENSIONS = (("html", "html"), ("json", "json"), ("xml", "xml"), ("text/", "txt"))
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
+# An error page is evidence, not the page to parse: its start says what went wrong (64 KiB).
+HTTP_ERROR_BODY_MAX = 64 * 1024
 
 
 class Snapshots:
@@ -94,6 +100,7 @@ class Snapshots:
         *,
         reason: str = "",
         extra_files: Mapping[str, bytes] | None = None,
+        body_max: int | None = None,
     ) -> Path | None:
         """Save a snapshot; returns its folder, or ``None`` when the caps leave no room (or the disk fails).
 
@@ -103,8 +110,12 @@ class Snapshots:
             error: the exception (its traceback is kept), or ``None`` (a page without items).
             reason: the failure's reason, as in the stats (``callback error: KeyError``, ``no items``).
             extra_files: more files for the folder, by name (``{"screenshot.png": data}``).
+            body_max: keep at most this many bytes of the body (``None``: all of it).
         """
-        files = _files(request, response, error, reason, extra_files or {}, self.redactor)
+        if self.saved >= self.max_count:  # full: a crawl of 10,000 404s builds no files past the first ones
+            self.skipped += 1
+            return None
+        files = _files(request, response, error, reason, extra_files or {}, self.redactor, body_max)
         size = sum(len(data) for data in files.values())
         async with self._lock:  # the count and the folder's eviction stay consistent
             if self.saved >= self.max_count or self._bytes + size > self.max_bytes:
@@ -162,6 +173,7 @@ def _files(
     reason: str,
     extra: Mapping[str, bytes],
     redactor: Redactor,
+    body_max: int | None = None,
 ) -> dict[str, bytes]:
     """The snapshot's files. All but the body (the page as the site sent it) and the extra files (a
     screenshot) pass ``redactor``: headers, meta (cookies, the proxy's password), the error, the traceback."""
@@ -185,8 +197,10 @@ def _files(
             "url": response.url,
             "status": response.status,
             "headers": redactor.headers_of(response.headers.items()),
+            "body_bytes": len(response.body),
+            "body_truncated": body_max is not None and len(response.body) > body_max,
         }
-        files[f"body.{_extension(response)}"] = response.body
+        files[f"body.{_extension(response)}"] = response.body[:body_max]
     record = redactor.record(json.loads(json.dumps(record, default=repr)))  # meta's objects as their repr
     files["snapshot.json"] = json.dumps(record, indent=2, ensure_ascii=False).encode()
     if error is not None and error.__traceback__ is not None:
@@ -208,3 +222,24 @@ def _name(request: Request, index: int, token: str) -> str:
     path = request.url.partition("://")[2].partition("/")[2].partition("?")[0]
     slug = _SLUG.sub("-", path).strip("-")[:40] or "root"
     return f"{stamp}-{token}-{index:03d}-{slug}"
+
+
+async def save_for_failure(
+    snapshots: Snapshots | None,
+    counters: Counter[str],
+    request: Request,
+    response: Response | None,
+    error: BaseException | None,
+    *,
+    reason: str,
+    body_max: int | None = None,
+) -> tuple[Path | None, str]:
+    """Save a failure's snapshot (when ``snapshots`` is on), counted in ``counters`` as
+    ``snapshots saved``; returns its folder and what the failure's log line says of it."""
+    if snapshots is None:
+        return None, ""
+    folder = await snapshots.save(request, response, error, reason=reason, body_max=body_max)
+    if folder is None:
+        return None, f" (no snapshot: {snapshots.dir} holds snapshots_max / snapshots_max_bytes)"
+    counters["snapshots saved"] += 1
+    return folder, f"; snapshot {folder}"
