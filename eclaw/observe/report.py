@@ -121,37 +121,72 @@ def totals(records: Iterable[Record]) -> dict[str, Any]:
 
 # -- the HTML report ---------------------------------------------------------------------
 
+# One page, no scripts: bar charts are HTML (their labels wrap, never cut; a tooltip repeats them),
+# column charts are SVG drawn in percent of the page's width, with their axes' values in HTML.
+_STYLE = (
+    "*{box-sizing:border-box}html,body{margin:0}body{font:14px/1.4 system-ui,sans-serif;color:#222}"
+    "main{width:100%;padding:16px 24px}h2{font-size:1.1em;margin:1.6em 0 .5em}"
+    ".bars{display:grid;grid-template-columns:minmax(6em,40%) 1fr auto;gap:4px 10px;align-items:center}"
+    ".label{overflow-wrap:anywhere;text-align:right}.track{display:block;min-width:0}"
+    ".bar{display:block;height:16px;min-width:1px;background:#4c78a8}.value{font-variant-numeric:tabular-nums}"
+    "figure{margin:0;display:grid;grid-template-columns:auto 1fr;gap:4px 8px}svg{display:block}"
+    ".plot rect{fill:#f58518}.axis{font-size:12px;color:#555;font-variant-numeric:tabular-nums}"
+    ".axis.y{display:flex;flex-direction:column;justify-content:space-between;text-align:right}"
+    ".axis.x,figcaption{grid-column:2}.axis.x{display:flex;justify-content:space-between}figcaption{color:#555}"
+    "table{width:100%;border-collapse:collapse;table-layout:fixed}th{text-align:left}"
+    "td,th{padding:3px 6px;border-bottom:1px solid #ddd;vertical-align:top;overflow-wrap:anywhere}"
+)
+_PLOT = 160  # a column chart's height, in pixels
 
-def _bars(title: str, pairs: Sequence[tuple[str, float]], *, unit: str = "", width: int = 640) -> str:
-    """A horizontal bar chart as inline SVG."""
+
+def _section(title: str, content: str) -> str:
+    return f"<section><h2>{html.escape(title)}</h2>{content}</section>"
+
+
+def _bars(title: str, pairs: Sequence[tuple[str, float]], *, unit: str = "") -> str:
+    """A horizontal bar chart: a bar a label, the labels whole (they wrap)."""
     if not pairs:
-        return f"<h2>{html.escape(title)}</h2><p>nothing recorded</p>"
+        return _section(title, "<p>nothing recorded</p>")
     top = max(value for _, value in pairs) or 1
-    row, label_w = 22, 260
-    parts = [f'<svg width="{width}" height="{row * len(pairs) + 10}" role="img" aria-label="{html.escape(title)}">']
-    for i, (label, value) in enumerate(pairs):
-        y = i * row + 5
-        w = (width - label_w - 80) * value / top
-        parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end">{html.escape(label[:40])}</text>')
-        parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{row - 6}" fill="#4c78a8"/>')
-        parts.append(f'<text x="{label_w + w + 6:.1f}" y="{y + 14}">{value:g}{unit}</text>')
-    parts.append("</svg>")
-    return f"<h2>{html.escape(title)}</h2>" + "".join(parts)
+    rows = []
+    for label, value in pairs:
+        shown = html.escape(label)
+        rows.append(
+            f'<span class="label" title="{shown}">{shown}</span><span class="track">'
+            f'<span class="bar" style="width:{100 * value / top:.1f}%"></span></span>'
+            f'<span class="value">{value:g}{unit}</span>'
+        )
+    return _section(title, f'<div class="bars" role="img" aria-label="{html.escape(title)}">{"".join(rows)}</div>')
 
 
-def _columns(title: str, values: list[float], *, label: str, width: int = 640, height: int = 160) -> str:
-    """A column chart (a time series or a histogram) as inline SVG."""
+def _columns(title: str, values: list[float], *, span: float, x: str, y: str) -> str:
+    """A column chart (a time series or a histogram) over ``0..span`` of ``x``, with its axes' values."""
     if not values:
-        return f"<h2>{html.escape(title)}</h2><p>nothing recorded</p>"
+        return _section(title, "<p>nothing recorded</p>")
     top = max(values) or 1
-    step = width / len(values)
-    parts = [f'<svg width="{width}" height="{height + 20}" role="img" aria-label="{html.escape(title)}">']
+    step = 100 / len(values)
+    rects = []
     for i, value in enumerate(values):
-        h = height * value / top
-        x, y = i * step, height - h
-        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(step - 1, 1):.1f}" height="{h:.1f}" fill="#f58518"/>')
-    parts.append(f'<text x="0" y="{height + 16}">{html.escape(label)} (max {top:g})</text></svg>')
-    return f"<h2>{html.escape(title)}</h2>" + "".join(parts)
+        h = _PLOT * value / top
+        tip = f"{_num(i * span / len(values))} to {_num((i + 1) * span / len(values))} {x}: {_num(value)} {y}"
+        rects.append(
+            f'<rect x="{i * step:.3f}%" y="{_PLOT - h:.1f}" width="{step * 0.9:.3f}%" height="{h:.1f}">'
+            f"<title>{html.escape(tip)}</title></rect>"
+        )
+    y_ticks = "".join(f"<span>{_num(v)}</span>" for v in (top, top / 2, 0))
+    x_ticks = "".join(f"<span>{_num(span * k / 4)}</span>" for k in range(5))
+    figure = (
+        f'<figure aria-label="{html.escape(title)}"><div class="axis y" style="height:{_PLOT}px">{y_ticks}</div>'
+        f'<svg class="plot" width="100%" height="{_PLOT}" role="img" aria-label="{html.escape(title)}">'
+        f'{"".join(rects)}<line x1="0" x2="100%" y1="{_PLOT}" y2="{_PLOT}" stroke="#999"/></svg>'
+        f'<div class="axis x">{x_ticks}</div><figcaption>{html.escape(x)} &rarr;, {html.escape(y)} &uarr;</figcaption>'
+        "</figure>"
+    )
+    return _section(title, figure)
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}"
 
 
 def _latencies(records: list[Record]) -> list[float]:
@@ -185,7 +220,7 @@ def _fetchers(records: list[Record], downloaded: list[Record]) -> list[str]:
         f"<td>{html.escape(str(r.get('reason')))}</td></tr>"
         for r in moves[:200]
     )
-    table = f"<h2>Hosts moved by the escalation ladder ({len(moves)})</h2><table>{rows}</table>" if moves else ""
+    table = _section(f"Hosts moved by the escalation ladder ({len(moves)})", f"<table>{rows}</table>") if moves else ""
     return [
         _bars("Pages per fetcher", sorted(pages.items())),
         _bars("CPU seconds per fetcher (estimated)", sorted(costs.items()), unit=" s"),
@@ -204,8 +239,56 @@ def _requests(counts: dict[str, Any]) -> str:
     )
 
 
+def _saved_snapshots(records: list[Record]) -> dict[tuple[str, str], Path]:
+    """The snapshots this crawl saved, by URL and reason: the trace's ``SpiderOpened`` line names their
+    folder and the time the crawl opened (older runs' snapshots in the folder are not this crawl's)."""
+    opened = next((r for r in records if r["event"] == "SpiderOpened" and r.get("snapshots")), None)
+    if opened is None:
+        return {}
+    found: dict[tuple[str, str], Path] = {}
+    for meta in sorted(Path(opened["snapshots"]).glob("*/snapshot.json")):  # by name: by time
+        try:
+            saved = json.loads(meta.read_text(encoding="utf-8"))
+            url, reason, when = saved["request"]["url"], saved["reason"], saved["time"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a folder being written, or not a snapshot
+        if when >= opened.get("since", 0):  # both times rounded to the millisecond
+            found.setdefault((redact_url(str(url).partition("#")[0]), str(reason)), meta.parent)
+    return found
+
+
+def _failures(failed: list[Record], snapshots: dict[tuple[str, str], Path], limit: int = 100) -> str:
+    """The failing URLs, whole (they wrap), with their reason and a link to the snapshot of each."""
+    if not failed:
+        return _section("Top failing URLs", "<p>nothing recorded</p>")
+    counts = Counter((str(r.get("url", "")), str(r.get("reason"))) for r in failed)
+    named = {(str(r.get("url", "")), str(r.get("reason"))): r["snapshot"] for r in failed if r.get("snapshot")}
+    rows = []
+    for (url, reason), times in counts.most_common(limit):
+        folder = named.get((url, reason)) or snapshots.get((redact_url(url), reason))
+        link = (
+            f'<a class="snapshot" href="{Path(folder).resolve().as_uri()}" title="{html.escape(str(folder))}">'
+            f"{html.escape(Path(folder).name)}</a>"
+            if folder
+            else "none"
+        )
+        shown = html.escape(url)
+        rows.append(
+            f'<tr><td class="url" title="{shown}">{shown}</td><td>{html.escape(reason)}</td>'
+            f"<td>{times}</td><td>{link}</td></tr>"
+        )
+    more = f"<p>and {len(counts) - limit} more</p>" if len(counts) > limit else ""
+    head = (
+        '<colgroup><col style="width:52%"><col style="width:20%"><col style="width:6em"><col></colgroup>'
+        "<tr><th>URL</th><th>reason</th><th>times</th><th>snapshot</th></tr>"
+    )
+    return _section("Top failing URLs", f'<table class="failures">{head}{"".join(rows)}</table>{more}')
+
+
 def render_report(records: list[Record], *, title: str = "eclaw crawl report") -> str:
-    """A self-contained HTML page (inline SVG charts, no scripts) summarising a trace."""
+    """A self-contained HTML page (no scripts) summarising a trace: where requests ended, throughput,
+    status codes, a latency histogram, failures by reason, domain and URL (each URL linked to its
+    error snapshot when the crawl saved one), drops by reason, items by type, the escalation ladder."""
     downloaded = [r for r in records if r["event"] == "ResponseDownloaded"]
     failed = [r for r in records if r["event"] == "RequestFailed" and r.get("final", True)]
     stored = [r for r in records if r["event"] == "ItemStored"]
@@ -222,8 +305,8 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
     for value in latencies:
         histogram[min(bins - 1, int(value / slowest * bins))] += 1
     statuses = Counter(str(r.get("status")) for r in downloaded)
+    reasons = Counter(str(r.get("reason")) for r in failed)
     domains = Counter(urlsplit(r.get("url", "")).hostname or "?" for r in failed)
-    failing = Counter(f"{r.get('url', '')} ({r.get('reason')})" for r in failed)
     types = Counter(r.get("type", "?") for r in stored)
     counts = totals(records)
     summary = (
@@ -232,25 +315,19 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
     )
     body = [
         f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p><p>{html.escape(_requests(counts))}</p>",
-        _columns("Throughput over time", throughput, label=f"responses/s, {per:.2g} s per column, {end:.1f} s in all"),
+        _columns("Throughput over time", throughput, span=buckets * per, x="seconds", y="responses/s"),
         _bars("Status codes", sorted(statuses.items())),
-        _columns(
-            "Download latency",
-            histogram,
-            label=f"{len(latencies)} downloads, 0 to {slowest:.3f} s in {bins} bins",
-        ),
+        _columns("Download latency", histogram, span=slowest, x="seconds", y=f"downloads (of {len(latencies)})"),
+        _bars("Failures by reason", reasons.most_common(20)),
         _bars("Failing domains", domains.most_common(10)),
-        _bars("Top failing URLs", failing.most_common(10)),
+        _failures(failed, _saved_snapshots(records) if failed else {}),
         _bars("Requests dropped by reason", counts["dropped_by_reason"].most_common(10)),
         _bars("Items stored by type", types.most_common(20)),
         *_fetchers(records, downloaded),
     ]
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:2em;max-width:760px}"
-        "svg text{font-size:12px;fill:#333}h2{font-size:1.1em;margin-top:1.6em}"
-    )
     page = (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n"
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1"><title>{html.escape(title)}</title>'
+        f"<style>{_STYLE}</style></head><body><main>{''.join(body)}</main></body></html>\n"
     )
     return redact_url(page)  # a trace eclaw wrote has none; one written before it redacted may

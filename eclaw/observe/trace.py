@@ -25,10 +25,12 @@ from eclaw.events import (
     ResponseDownloaded,
     ResponseParsed,
     SpiderClosed,
+    SpiderOpened,
 )
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request, Response
 from eclaw.items import item_type
+from eclaw.observe.snapshots import Snapshots
 from eclaw.security.redact import Redactor
 
 __all__ = ["Tracer"]
@@ -41,7 +43,9 @@ class Tracer:
     Each line has ``t`` (seconds since the start), ``event`` (the event's name), ``id`` (the
     request's) and ``url``, and as they apply ``status``, ``reason``, ``attempt``, ``final``,
     ``items``, ``requests``, ``duplicates``, ``type`` (an item's), ``bytes``, ``fetcher`` (a download's,
-    when the escalation ladder chose it; a ``FetcherChanged``'s, with ``host``, ``previous`` and ``reason``).
+    when the escalation ladder chose it; a ``FetcherChanged``'s, with ``host``, ``previous`` and ``reason``),
+    ``snapshots`` and ``since`` (a ``SpiderOpened``'s: the crawl's snapshots folder and the time it opened,
+    so the report links each failure to its snapshot).
 
     Every request has a line for its fate: ``RequestScheduled`` when its download starts (again
     for each retry), ``RequestDropped`` with the reason, ``RequestFailed``, and for a page
@@ -73,6 +77,7 @@ class Tracer:
         self._held = 0  # bytes of the bodies of the responses downloaded in the pending events
         self._parsing: dict[int, int] = {}  # request id of a page whose callback runs -> its duplicate links
         self._types: dict[type, str] = {}  # item class -> its item_type as a JSON string
+        self._snapshots: dict[str, Any] = {}  # the snapshots folder and the start, for the report's links
         self._formats: dict[type[Event], Callable[[Any, str], str]] = {
             RequestScheduled: self._scheduled,
             ResponseDownloaded: self._downloaded,
@@ -91,6 +96,9 @@ class Tracer:
     async def open(self, crawl: CrawlContext) -> None:
         if crawl is not None:  # a test may open one on its own
             self._redactor = crawl.redactor
+            kept = Snapshots.from_settings(crawl.settings, crawl.spider.name)
+            if kept is not None:  # the report links each failure to the snapshot saved since
+                self._snapshots = {"snapshots": str(kept.dir.resolve()), "since": round(time.time(), 3)}
         try:
             self._file = open(self.path, "w", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115, ASYNC230 - once
         except OSError as exc:
@@ -210,6 +218,8 @@ class Tracer:
             record |= {"reason": event.reason, "type": item_type(event.item)}
         elif isinstance(event, FetcherChanged):
             record |= {"host": event.host, "previous": event.previous, "fetcher": event.fetcher, "reason": event.reason}
+        elif isinstance(event, SpiderOpened):
+            record |= self._snapshots
         elif isinstance(event, SpiderClosed):  # what each fetcher cost (the ladder's counts), for the report
             record["fetchers"] = {k: v for k, v in event.stats.counters.items() if k.startswith("fetcher ")}
         return json.dumps(record, ensure_ascii=False) + "\n"
