@@ -102,7 +102,8 @@ class Settings:
             (cluster-wide with ``scheduler_url``, like every politeness setting).
         host_delay: per-host delays over ``download_delay``, seconds: ``"a.example=1.5,b.example=5"``;
             a floor the throttle never goes under.
-        max_pages: stop after this many pages parsed in this run (0: no limit); finish reason ``max pages``.
+        max_pages: start at most this many downloads in this run, retries included (0: no limit);
+            then stop (``max pages``).
         max_items: ... after this many items stored in this run (``max items``).
         max_seconds: ... after this many seconds (``max seconds``).
         max_errors: ... after this many requests failed for good in this run (``max errors``).

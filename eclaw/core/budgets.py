@@ -1,6 +1,10 @@
-"""Crawl budgets: end a crawl gracefully when this run has done enough (pages, items, seconds,
-errors), when items stop coming, or before memory runs out. A watcher like the trace: it counts
-the crawl's events and calls ``crawl.stop(reason)``; with ``--state`` that stop is a pause."""
+"""Crawl budgets: end a crawl when this run has done enough (pages, items, seconds, errors), when
+items stop coming, or before memory runs out; with ``--state`` that stop is a pause.
+
+``max_pages`` is a promise (:class:`PageBudget`): the crawl's loop asks it before each download
+it starts, so no download past the budget is ever started. The others are kept by a watcher like
+the trace (:class:`Budgets`): it counts the crawl's events and calls ``crawl.stop(reason)``, and
+what is under way then finishes."""
 
 from __future__ import annotations
 
@@ -11,10 +15,10 @@ import os
 import time
 
 from eclaw.contracts import CrawlContext, Handler
-from eclaw.events import Event, ItemStored, RequestFailed, ResponseParsed
+from eclaw.events import Event, ItemStored, RequestFailed
 from eclaw.settings import Settings
 
-__all__ = ["Budgets", "rss_mb"]
+__all__ = ["Budgets", "PageBudget", "rss_mb"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,13 +34,41 @@ def rss_mb() -> float:
         return 0.0
 
 
+class PageBudget:
+    """``max_pages``: the downloads this run starts, at most ``limit`` (0: no limit).
+
+    Every download counts, whatever comes of it: a retry is a download of its own (the server
+    sees it), a redirect followed within a download is not. A slot is taken before the frontier
+    is asked for a request, so two loops starting downloads at once never exceed the budget.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.started = 0
+
+    def take(self) -> bool:
+        """Reserve one download; False once ``limit`` are started (or reserved)."""
+        if self.limit and self.started >= self.limit:
+            return False
+        self.started += 1
+        return True
+
+    def give_back(self) -> None:
+        """The frontier had nothing for the slot taken: it was not used."""
+        self.started -= 1
+
+    @property
+    def spent(self) -> bool:
+        return bool(self.limit) and self.started >= self.limit
+
+
 class Budgets:
     """Stops the crawl at the first budget it reaches; the finish reason names it."""
 
     def __init__(self, settings: Settings, *, every: float = 0.5) -> None:
         self._settings = settings
         self._every = every
-        self._pages = self._items = self._errors = 0
+        self._items = self._errors = 0
         self._last_item = time.monotonic()
         self._started = time.monotonic()
         self._crawl: CrawlContext | None = None
@@ -47,7 +79,6 @@ class Budgets:
     def wanted(settings: Settings) -> bool:
         return any(
             (
-                settings.max_pages,
                 settings.max_items,
                 settings.max_seconds,
                 settings.max_errors,
@@ -57,7 +88,7 @@ class Budgets:
         )
 
     def subscriptions(self) -> list[tuple[type[Event], Handler]]:
-        return [(ResponseParsed, self._parsed), (ItemStored, self._stored), (RequestFailed, self._failed)]
+        return [(ItemStored, self._stored), (RequestFailed, self._failed)]
 
     async def open(self, crawl: CrawlContext) -> None:
         self._crawl = crawl
@@ -68,11 +99,6 @@ class Budgets:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-
-    def _parsed(self, event: ResponseParsed) -> None:
-        self._pages += 1
-        if self._pages == self._settings.max_pages:
-            self._stop("max pages", f"{self._pages} pages parsed")
 
     def _stored(self, event: ItemStored) -> None:
         self._items += 1

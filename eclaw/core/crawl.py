@@ -20,6 +20,7 @@ from typing import Any
 from eclaw.contracts import Handler, RetriesEmptyPages, TakesBatches, Watcher
 from eclaw.core.accounting import Accounting, Completions
 from eclaw.core.activity import Activity
+from eclaw.core.budgets import PageBudget
 from eclaw.core.bus import Batched, EventBus
 from eclaw.core.callbacks import CallbackRunner
 from eclaw.core.checkpoint import Checkpointer
@@ -85,6 +86,7 @@ class Crawl:
         self._stop_deadline: asyncio.TimerHandle | None = None
         self._ran = False  # the loop came to its end (not cancelled, not failed)
         self._idle_mark = -1
+        self._pages = PageBudget(self.settings.max_pages)  # max_pages: downloads started, at most
         self._build(parts.state or Ids())
 
     def _build(self, journal: Journal) -> None:
@@ -116,7 +118,7 @@ class Crawl:
         )  # fmt: skip
         accounting = Accounting(
             stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,
-            completions=shared, errback=callbacks.recover,
+            completions=shared, errback=callbacks.recover, snapshots=self.snapshots,
         )  # fmt: skip
         self.fetcher = Fetcher(
             downloader=parts.downloader, middlewares=parts.middlewares, scheduler=self.scheduler, bus=bus,
@@ -277,19 +279,24 @@ class Crawl:
         """Start downloads while the frontier has requests with free slots."""
         if self._stopping:
             return
-        scheduler, start, room = self.scheduler, self.fetcher.start, self.activity.room
-        while room():
+        scheduler, start, room, pages = self.scheduler, self.fetcher.start, self.activity.room, self._pages
+        while room() and pages.take():
             try:
                 request = await scheduler.next_request()
             except Exception as exc:  # a broken frontier: stop cleanly, keep what is pending counted
+                pages.give_back()
                 shown = None if isinstance(exc, EclawError) else exc  # our own errors say it all in one line
                 logger.error("scheduler failed: %s: %s", type(exc).__name__, exc, exc_info=shown)
                 self.stop("scheduler error")
                 return
             if request is None:
+                pages.give_back()
                 self.start.room()
                 return
             start(request)
+            if pages.spent:  # never more than max_pages: what is not started stays pending
+                self.stop("max pages")
+                return
 
     def _retry_due(self, request: Request) -> None:
         """A retry's delay is over: back to the frontier (not counted as a new request)."""

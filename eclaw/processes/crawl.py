@@ -157,4 +157,8 @@ def _job(
     child = {key: value for key, value in overrides.items() if key != "state_dir"}
     child |= {name: str(part / f"{name}.jsonl") for name in RECORDS if getattr(settings, name)}
     child |= {name: math.ceil(getattr(settings, name) / count) for name in _DIVIDED if getattr(settings, name)}
+    if pages := settings.max_pages:  # a promise (downloads started): the parts add up to it, never more
+        if pages < count:
+            raise ConfigError(f"max_pages={pages} is less than --processes {count}: each process needs a page")
+        child["max_pages"] = pages // count + (k < pages % count)
     return Job(k, count, str(directory / "mesh"), str(part / "items.jsonl"), str(part) if saved else "", args, child)

@@ -205,7 +205,9 @@ async def test_a_budget_stops_every_process_and_keeps_what_was_crawled(tmp_path:
     async with serve(chainsite.make_app(delay=0.01)) as base:
         out = await crawl_chain(base, tmp_path, "-s", "max_pages=40")
     pages = [item["n"] for item in chain_items(tmp_path)]
-    assert 20 <= len(pages) <= 40 + 4 and len(set(pages)) == len(pages)  # a part reached (20); what was in flight
+    # max_pages is the downloads started, at most (no more in flight past it); a download of a /go/ redirect
+    # to a page already seen counts and yields no item, so fewer items than 40, never more
+    assert 10 <= len(pages) <= 40 and len(set(pages)) == len(pages)
     assert re.search(r"finish reason\s+max pages", out), out
     accounted(out)  # links sent to a process that stopped before reading them are pending
 
