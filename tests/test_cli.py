@@ -43,7 +43,7 @@ async def test_crawl_writes_jsonl_and_prints_stats(demo_url: str, tmp_path: Path
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == len({row["sku"] for row in rows}) == 500
     assert re.search(r"finish reason\s+finished", stdout)
-    assert "items written to" in stdout
+    assert stdout.splitlines()[-1] == f"wrote 500 items to {out}"
 
 
 async def test_crawl_writes_csv_and_jsonl_at_once(demo_url: str, tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ async def test_without_output_items_go_to_the_store_and_runs_are_listed(demo_url
     for _ in range(2):
         code, stdout, stderr = await eclaw("crawl", SHOP, "-a", f"base_url={demo_url}", "--log-level", "WARNING")
         assert code == 0, stderr
-        assert "items written to eclaw-data/shop.sqlite" in stdout
+        assert "wrote 500 items to eclaw-data/shop.sqlite" in stdout
     with closing(sqlite3.connect(tmp_path / "eclaw-data" / "shop.sqlite")) as db:
         assert db.execute("SELECT count(*), count(DISTINCT json_extract(data, '$.sku')) FROM items").fetchone() == (
             500,

@@ -56,7 +56,7 @@ def add_parsers(sub: Any) -> None:
         "--trace", default=None, metavar="FILE", help="record every event (JSONL) for eclaw trace/report"
     )
     crawl.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
-    crawl.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    crawl.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only; no live progress")
     crawl.add_argument(
         "--processes",
         default="1",
@@ -75,7 +75,13 @@ def run(args: argparse.Namespace) -> int:
     spider_args = pairs(args.arg, "-a")
     redactor = Redactor.for_spider(effective, spider_cls, spider_args)  # what the command line holds
     recorder = recorder_for(args.record, spider_cls, settings, overrides, redactor)
-    level = args.log_level or overrides.get("log_level") or overrides.get("LOG_LEVEL") or settings.log_level
+    level = (
+        args.log_level
+        or ("WARNING" if args.quiet else None)
+        or overrides.get("log_level")
+        or overrides.get("LOG_LEVEL")
+        or settings.log_level
+    )
     setup_logging(str(level), str(effective.log_format), redactor)
     outputs = args.output or ([effective.store] if effective.store else [])
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
@@ -129,8 +135,7 @@ def _report(
     if state and stats.finish_reason != "finished" and not stats.finish_reason.startswith("closespider"):
         print(f"crawl paused: state saved in {state}; run the same command again to resume")
     if outputs:
-        written = [str(resolve_path(o, name, effective.run_key)).replace("%(batch)05d", "*") for o in outputs]
-        print(f"items written to {', '.join(written)}")
+        print(_written(stats, name, effective, outputs))
     code, failed = exit_code(stats), failed_process(stats.finish_reason)
     if failed is not None:  # killed, or out of memory: the others stopped (paused, with --state)
         resume = "; run the same command to resume" if state else ""
@@ -138,6 +143,17 @@ def _report(
         print(said, file=sys.stderr)
         return code or 1
     return code
+
+
+def _written(stats: Stats, name: str, effective: Settings, outputs: list[str]) -> str:
+    """The final line: how many items each output holds (``wrote 500 items to a.jsonl, 500 to b.csv``)."""
+    counts: list[str] = []
+    for output in outputs:
+        path = str(resolve_path(output, name, effective.run_key))
+        count = stats.items_written.get(path, 0)
+        what = "" if counts else " item" if count == 1 else " items"  # said once, at the first
+        counts.append(f"{count}{what} to {path.replace('%(batch)05d', '*')}")
+    return "wrote " + ", ".join(counts)
 
 
 async def crawl_with_signals(

@@ -19,9 +19,11 @@ __all__ = ["add_parsers", "run"]
 def add_parsers(sub: Any) -> None:
     demo = sub.add_parser("demo", help="crawl the bundled demo shop (or just serve it)")
     demo.add_argument("--serve", action="store_true", help="only serve the demo site")
-    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1)")
     demo.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
-    demo.add_argument("-o", "--output", default="demo-items.jsonl")
+    demo.add_argument(
+        "-o", "--output", default="demo-items.jsonl", help="write the items to FILE (default: demo-items.jsonl)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ __all__ = ["add_parsers", "run"]
 
 def add_parsers(sub: Any) -> None:
     fetch = sub.add_parser("fetch", help="download one URL through a spider's middlewares; print it")
-    fetch.add_argument("url")
+    fetch.add_argument("url", help="the URL to download")
     add_spider_options(fetch)
     fetch.add_argument("--headers", action="store_true", help="the request and response headers only, no body")
     fetch.add_argument("-o", "--output", default=None, metavar="FILE", help="write the body to FILE")

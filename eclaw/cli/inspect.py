@@ -20,17 +20,17 @@ __all__ = ["COMMANDS", "add_parsers"]
 
 def add_parsers(sub: Any) -> None:
     lister = sub.add_parser("list", help="list the spiders in a file")
-    lister.add_argument("path")
+    lister.add_argument("path", help="a spider file (PATH.py)")
     runs = sub.add_parser("runs", help="list past crawls recorded in the store")
     runs.add_argument("store", nargs="?", default=None, help="a store file or a spider name (default: all stores)")
     trace = sub.add_parser("trace", help="one request's life in a --trace file")
-    trace.add_argument("file")
+    trace.add_argument("file", help="the --trace file of a crawl (JSONL)")
     which = trace.add_mutually_exclusive_group(required=True)
-    which.add_argument("--url")
-    which.add_argument("--request-id", type=int)
+    which.add_argument("--url", help="the request of this URL")
+    which.add_argument("--request-id", type=int, metavar="N", help="the request of this id (in the trace)")
     report = sub.add_parser("report", help="an HTML report (charts) of a --trace file")
-    report.add_argument("file")
-    report.add_argument("-o", "--output", default="report.html")
+    report.add_argument("file", help="the --trace file of a crawl (JSONL)")
+    report.add_argument("-o", "--output", default="report.html", help="the HTML file (default: report.html)")
     sub.add_parser("version", help="print the version")
 
 

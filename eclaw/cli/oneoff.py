@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 from eclaw.cli.common import pairs
+from eclaw.devloop.cookies import file_cookies, state_cookies
 from eclaw.devloop.session import Session
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request
 from eclaw.spider import check_start_url, load_spider
+from eclaw.storage.paths import resolve_path
 
 __all__ = ["add_spider_options", "checked_url", "meta_option", "session_of"]
 
@@ -21,13 +23,22 @@ def add_spider_options(parser: Any, *, required: bool = False) -> None:
     )
     parser.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
     parser.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
+    saved = parser.add_mutually_exclusive_group()
+    saved.add_argument("--state", metavar="DIR", help="send the cookies a paused crawl saved in DIR (its login)")
+    saved.add_argument("--cookies", metavar="FILE", help="send the cookies of FILE (Netscape cookies.txt or JSON)")
 
 
 def session_of(args: argparse.Namespace, *, check_status: bool = False) -> Session:
-    """The session of the command's ``--spider``, ``-a`` and ``-s`` (a bad one is a one-line error)."""
+    """The session of the command's ``--spider``, ``-a`` and ``-s`` (a bad one is a one-line error),
+    with the cookies of ``--state`` or ``--cookies``."""
     overrides = pairs(args.set, "-s")
     spider = load_spider(args.spider) if args.spider else None
-    return Session.of(spider, pairs(args.arg, "-a"), overrides, check_status=check_status)
+    session = Session.of(spider, pairs(args.arg, "-a"), overrides, check_status=check_status)
+    if args.state:
+        session.use_cookies(state_cookies(resolve_path(args.state, session.spider.name, session.settings.run_key)))
+    elif args.cookies:
+        session.use_cookies(file_cookies(args.cookies))
+    return session
 
 
 def checked_url(url: str) -> str:

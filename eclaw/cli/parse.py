@@ -23,7 +23,7 @@ __all__ = ["add_parsers", "run"]
 
 def add_parsers(sub: Any) -> None:
     parse = sub.add_parser("parse", help="run a spider's callback on one URL; print its items and requests")
-    parse.add_argument("url")
+    parse.add_argument("url", help="the URL of the page to parse")
     add_spider_options(parse, required=True)
     parse.add_argument("-c", "--callback", default=None, metavar="NAME", help="the spider's method (default: parse)")
     parse.add_argument("-d", "--depth", type=int, default=1, metavar="N", help="follow the requests N-1 levels down")

@@ -42,7 +42,7 @@ from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
 from eclaw.observe.logs import request_id
-from eclaw.observe.snapshots import Snapshots
+from eclaw.observe.snapshots import Snapshots, save_for_failure
 from eclaw.sessions.referrer import META_KEY as POLICY_KEY
 from eclaw.sessions.referrer import page_policy
 from eclaw.spider import Spider
@@ -142,13 +142,7 @@ class CallbackRunner:
 
     async def _snapshot(self, request: Request, response: Response, exc: Exception | None, reason: str) -> str:
         """Save an error snapshot; what the failure's log line says of it."""
-        if self._snapshots is None:
-            return ""
-        folder = await self._snapshots.save(request, response, exc, reason=reason)
-        if folder is None:
-            return f" (no snapshot: {self._snapshots.dir} holds snapshots_max / snapshots_max_bytes)"
-        self._stats.counters["snapshots saved"] += 1
-        return f"; snapshot {folder}"
+        return (await save_for_failure(self._snapshots, self._stats.counters, request, response, exc, reason=reason))[1]
 
     async def recover(self, event: RequestFailed) -> None:
         """A request with an errback failed for good: run it (its outputs are routed like a callback's)."""

@@ -110,6 +110,13 @@ class Session:
         instance = make_spider(spider if spider is not None else DefaultSpider, args)
         return cls(instance, Settings.from_env(), overrides=overrides, check_status=check_status)
 
+    def use_cookies(self, saved: Mapping[str, Any]) -> None:
+        """Start from saved cookie jars (what :meth:`CookieJars.checkpoint` returns): a login kept
+        by a paused crawl's ``--state``, or a cookie file (:mod:`eclaw.devloop.cookies`)."""
+        if self.cookies is None:
+            raise ConfigError("saved cookies given, but the cookies setting is off")
+        self.cookies.restore(dict(saved))
+
     # -- what the middlewares see (CrawlContext) ------------------------------------
 
     @property
