@@ -18,6 +18,7 @@ from eclaw.discovery.links import Rule
 from eclaw.discovery.patterns import UrlPattern
 from eclaw.discovery.rules import CrawlRules
 from eclaw.discovery.sitemaps import Sitemaps
+from eclaw.discovery.source import DiscoverySource, RuleSource, SitemapSource
 from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
 from eclaw.http import Request, Response
 from eclaw.settings import Settings
@@ -54,6 +55,9 @@ class Spider:
             wins; default: every page to ``parse``). ``sitemap_follow``: patterns of the index
             entries to follow (default all); ``sitemap_since``: skip entries whose ``lastmod`` is
             older; ``sitemap_alternate_links``: follow ``hreflang`` alternates too (docs/sitemaps.md).
+        sources: more discovery sources (:class:`eclaw.discovery.source.DiscoverySource`), such as
+            ``Feeds("https://site.example/feed.xml", callback="parse_post")`` (docs/feeds.md); the
+            ``rules`` and ``sitemap_urls`` are sources too, built from those attributes.
         http_auth: HTTP basic auth per host, ``{"host": ("user", "password")}`` (or
             ``"host:port"``): sent to that host only (over the ``http_auth`` setting).
         browser: the page actions of its rendered requests unless their ``meta["browser"]``
@@ -95,6 +99,7 @@ class Spider:
     sitemap_follow: Sequence[UrlPattern] = ()
     sitemap_since: date | str | None = None
     sitemap_alternate_links: bool = False
+    sources: Sequence[DiscoverySource] = ()
     http_auth: Mapping[str, tuple[str, str]] = {}
     browser: ClassVar[Mapping[str, Any]] = {}
     secret_args: ClassVar[Sequence[str]] = ()  # argument names whose values are never written
@@ -148,12 +153,11 @@ class Spider:
             raise ConfigError(f"spider {self.name!r}: custom_settings must be a dict")
 
     async def start_requests(self) -> AsyncIterator[Request]:
-        """Yield the first requests: one GET per ``sitemap_urls`` entry, then per ``start_urls`` entry."""
-        if self.rules:
-            self._crawl_rules  # noqa: B018 - built, and so checked, before the first request
-        if self.sitemap_urls:
-            for request in self._sitemaps.requests():
-                yield request
+        """Yield the first requests: those of its discovery sources (one GET per ``sitemap_urls``
+        entry, then those of ``sources``), then one per ``start_urls`` entry."""
+        for index, source in enumerate(self._sources):  # built, and so checked, before the first request
+            for request in source.start_requests(self):
+                yield self._claimed(request, index)
         for url in self.start_urls:
             yield Request(url, dont_filter=True)  # as Scrapy's: neither offsite nor a duplicate
 
@@ -171,11 +175,46 @@ class Spider:
 
     def _parse_rule(self, response: Response) -> Iterable[object] | AsyncIterator[object]:
         """Callback of the pages a rule found: the rule's callback, then (if it follows) the rules."""
-        return self._crawl_rules.parse(response, response.meta.get("rule"))
+        return self._rule_source.read(response, self)
 
     def _parse_sitemap(self, response: Response) -> AsyncIterator[Request]:
         """Callback of sitemap documents: robots.txt, sitemap indexes, urlsets."""
-        return self._sitemaps.read(response)
+        return self._sitemap_source.read(response, self)
+
+    async def _parse_source(self, response: Response) -> AsyncIterator[object]:
+        """Callback of the requests a discovery source made for itself: read by that source."""
+        index, sources = response.meta.get("source"), self._sources
+        if not isinstance(index, int) or not 0 <= index < len(sources):
+            raise ConfigError(
+                f"request for {response.url} names source {index!r}; spider {self.name!r} has {len(sources)}"
+            )
+        async for value in iterate_start_requests(sources[index].read(response, self)):
+            yield self._claimed(value, index)
+
+    def _claimed(self, value: Any, index: int) -> Any:
+        """A request a source made without a callback goes back to that source."""
+        if isinstance(value, Request) and value.callback is None:
+            value.callback = self._parse_source
+            value.meta["source"] = index
+        return value
+
+    @cached_property
+    def _sources(self) -> list[DiscoverySource]:
+        """Its discovery sources: its rules, its sitemaps (from their attributes), then its ``sources``."""
+        listed = self.sources
+        if isinstance(listed, str | bytes) or not isinstance(listed, Sequence):
+            raise ConfigError(f"spider {self.name!r}: sources must be a list (Feeds(...), ...), got {listed!r}")
+        for index, source in enumerate(listed):
+            if isinstance(source, str | bytes):  # -a sources=URL: a URL is no source; say which to use
+                raise ConfigError(
+                    f"spider {self.name!r}: sources[{index}] is {source!r}, not a source: Feeds(url), ..."
+                )
+        built: list[DiscoverySource] = []
+        if self.rules:
+            built.append(self._rule_source)
+        if self.sitemap_urls:
+            built.append(self._sitemap_source)
+        return [*built, *listed]
 
     @cached_property
     def _crawl_rules(self) -> CrawlRules:
@@ -184,6 +223,14 @@ class Spider:
     @cached_property
     def _sitemaps(self) -> Sitemaps:
         return Sitemaps(self)
+
+    @cached_property
+    def _rule_source(self) -> RuleSource:
+        return RuleSource(self._crawl_rules)
+
+    @cached_property
+    def _sitemap_source(self) -> SitemapSource:
+        return SitemapSource(self._sitemaps)
 
 
 def check_start_url(url: str) -> None:

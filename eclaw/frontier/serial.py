@@ -157,7 +157,7 @@ def _method_name(func: Any, spider: Spider, kind: str) -> str:
 
 
 # The callbacks eclaw.Spider itself gives requests (its default, its rules' and its sitemaps').
-_OWN_CALLBACKS = frozenset({"parse", "_parse_rule", "_parse_sitemap"})
+_OWN_CALLBACKS = frozenset({"parse", "_parse_rule", "_parse_sitemap", "_parse_source"})
 _declared: WeakKeyDictionary[Any, dict[str, Any]] = WeakKeyDictionary()  # spider -> name -> its function
 
 

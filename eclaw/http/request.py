@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Unpack
 
+from eclaw.http.curl import request_from_curl, to_curl
 from eclaw.http.forms import FormData, FormOptions, form_request, json_request
 from eclaw.http.types import Callback, Page, RequestOptions
 from eclaw.http.urls import absolute_url
@@ -186,6 +187,19 @@ class Request:
         """A request sending ``data`` as JSON: a POST (or ``method``) with ``Content-Type:
         application/json``; without ``data``, a GET that accepts JSON."""
         return json_request(cls, url, data, method=method, **options)
+
+    @classmethod
+    def from_curl(cls, command: str, ignore_unknown_options: bool = False, **options: Any) -> Request:
+        """The request a curl command line sends (a browser's "Copy as cURL"): its URL, ``-X``,
+        ``-H``, ``-d``/``--data-raw``, ``-b``, ``-u``...; ``options`` are ``Request``'s own
+        (``callback=``...) and win. An option it cannot honour is a ``ValueError`` naming it (or,
+        ``ignore_unknown_options=True``, a warning); see :mod:`eclaw.http.curl`."""
+        return request_from_curl(cls, command, ignore_unknown_options, **options)
+
+    def to_curl(self) -> str:
+        """A curl command that sends what this request carries: its method, URL, headers, cookies
+        and body, credentials included (you asked for them: share it with care)."""
+        return to_curl(self)
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.url}>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 from urllib.parse import urljoin
 
@@ -14,6 +14,7 @@ from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_co
 from w3lib.url import safe_url_string
 
 from eclaw.exceptions import NotTextResponse
+from eclaw.http.iterators import csv_rows, xml_nodes
 from eclaw.http.mediatypes import binary_kind
 from eclaw.http.request import Request, plain_request
 from eclaw.http.selectors import compiled_css, compiled_hrefs, compiled_xpath, parse_html, uses_id, wrap
@@ -260,6 +261,31 @@ class Response:
     def json(self) -> Any:
         """The body parsed as JSON."""
         return json.loads(self.text)
+
+    def jmespath(self, query: str) -> SelectorList[Selector]:
+        """A JMESPath query on the JSON body (parsel's), e.g. ``jmespath("rows[].name").getall()``."""
+        return self._json_selector.jmespath(query)
+
+    @lazy
+    def _json_selector(self) -> Selector:
+        from parsel import Selector
+
+        self._require_text()
+        return Selector(text=self.text, type="json")
+
+    def xml_nodes(self, tag: str) -> Iterator[Selector]:
+        """A selector for each ``tag`` element (any namespace), read as the body is parsed, for
+        feed-style XML: ``for node in response.xml_nodes("product"): node.css("sku::text").get()``."""
+        self._require_text()
+        return xml_nodes(self.body, tag, self.url)
+
+    def csv_rows(
+        self, delimiter: str = ",", quotechar: str = '"', headers: Sequence[str] | None = None
+    ) -> Iterator[dict[str, str]]:
+        """A dict for each CSV row, keyed by ``headers`` (default: the first row); a row with
+        another number of fields is skipped with a warning."""
+        self._require_text()
+        return csv_rows(self.text, delimiter, quotechar, headers, self.url)
 
     def urljoin(self, url: str) -> str:
         """``url`` made absolute against this response's URL (or ``<base href>``)."""
