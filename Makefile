@@ -22,6 +22,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# the docs extra (mkdocs): make docs, and the suite (tests/test_docs_quality.py builds the site)
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
 ## demo: install, crawl the bundled demo shop, write demo-items.jsonl
 demo: $(STAMP)
 	$(BIN)/eclaw demo -o demo-items.jsonl
@@ -56,7 +62,7 @@ test: test-servers lint docs suite
 	done
 
 # The suite alone, in $(VENV) (created and installed as .venv is, from $(PYTHON)).
-suite: $(STAMP)
+suite: $(DOCS_STAMP)  # the docs extra too: tests/test_docs_quality.py builds the site
 	$(BIN)/python -m pytest
 
 # Real servers the tests start themselves (a forward proxy, SOCKS servers, Redis, nginx for HTTP/2, a headless Chromium),
@@ -79,10 +85,6 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 ## docs: build the documentation site (mkdocs-material) into site/, strictly: a broken link fails it
-DOCS_STAMP := $(VENV)/.docs-installed
-$(DOCS_STAMP): pyproject.toml | $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[docs]'
-	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
 	$(BIN)/mkdocs build --strict --quiet

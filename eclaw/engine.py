@@ -49,11 +49,11 @@ class Engine:
         store: a SQLite store path (``{spider}`` filled in) where each crawl records
             a run row with its data-quality profile and warnings (``eclaw runs``
             lists them); ``None`` records nothing.
-        scheduler: factory of a :class:`~eclaw.scheduler.Scheduler` per crawl.
-        downloader: factory of a :class:`~eclaw.downloader.Downloader` per crawl.
-        parser: the :class:`~eclaw.parser.Parser`.
+        scheduler: factory of a :class:`~eclaw.frontier.base.Scheduler` per crawl.
+        downloader: factory of a :class:`~eclaw.downloaders.base.Downloader` per crawl.
+        parser: the :class:`~eclaw.core.parser.Parser`.
         state_dir: where each crawl saves its state to resume after a pause or
-            a crash (the ``state_dir`` setting; see :mod:`eclaw.state`).
+            a crash (the ``state_dir`` setting; see :mod:`eclaw.core.state`).
 
     Use it inside a running event loop::
 

@@ -50,7 +50,7 @@ _LEASE_MAX = 16  # requests one LEASE takes at most (and never more than the wor
 
 
 class RedisScheduler:
-    """The :class:`~eclaw.scheduler.Scheduler` of a distributed crawl.
+    """The :class:`~eclaw.frontier.base.Scheduler` of a distributed crawl.
 
     Args:
         url: ``redis://host:port/db``.

@@ -11,7 +11,7 @@
 The graph is checked before anything runs (duplicate names, unknown and self
 dependencies, cycles). Independent branches run concurrently; a task that
 finally fails marks everything downstream ``upstream_failed``. What each task
-ended as is kept per (flow, run key) by :mod:`eclaw.flowstate`, so a re-run of
+ended as is kept per (flow, run key) by :mod:`eclaw.flows.runner`, so a re-run of
 the same key skips the tasks that already succeeded.
 """
 

@@ -77,7 +77,7 @@ class FileExporter(abc.ABC):
             self._reopen(self._resume)
 
     def checkpoint(self) -> dict[str, Any]:
-        """Where the output stands, for a saved crawl (see :mod:`eclaw.state`)."""
+        """Where the output stands, for a saved crawl (see :mod:`eclaw.core.state`)."""
         return {
             "path": str(self.path),
             "paths": [str(p) for p in self.paths],

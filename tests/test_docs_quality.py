@@ -1,0 +1,201 @@
+"""The documentation site as a reader meets it: built once with the project's own mkdocs, its API
+reference shows links or code where the docstrings have Sphinx roles, its tables keep setting names
+whole and its code blocks scroll in a real Chromium, and no page names a module, class or setting
+that does not exist."""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+import eclaw
+import eclaw.middlewares
+from eclaw import Settings
+from eclaw.downloaders.browser import find_chromium
+from eclaw.downloaders.browser.fetcher import CHROMIUM_FLAGS
+
+if TYPE_CHECKING:
+    from playwright.async_api import Route
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const):(?:<code>|`)")
+
+# Names of other projects' classes that the pages compare eclaw with (Scrapy, httpx, Crawlee, ...).
+OTHER_PROJECTS = frozenset(
+    {
+        "CookiesMiddleware",
+        "CrawlSpider",
+        "FormRequest",
+        "ItemLoader",
+        "LinkExtractor",
+        "MockTransport",
+        "OffsiteMiddleware",
+        "PlaywrightCrawler",
+        "RedirectMiddleware",
+        "RefererMiddleware",
+        "SameSite",
+        "SitemapSpider",
+        "VmHWM",
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once for the module exactly as ``make docs`` builds it (strict)."""
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    if not mkdocs.exists():
+        pytest.fail(f"{mkdocs} is missing: install the docs extra (pip install -e '.[docs]', or make docs)")
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--quiet", "-d", str(out)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert built.returncode == 0, f"mkdocs build failed:\n{built.stderr}"
+    return out
+
+
+def test_sphinx_roles_in_docstrings_render_as_links_or_code(site: Path) -> None:
+    raw = {
+        str(page.relative_to(site)): RAW_ROLE.findall(page.read_text(encoding="utf-8")) for page in site.rglob("*.html")
+    }
+    assert {page: found for page, found in raw.items() if found} == {}
+    api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    # :class:`ConnectError` in TLSError's docstring and :class:`Opens` in eclaw.contracts' resolve
+    for anchor in ("eclaw.exceptions.ConnectError", "eclaw.contracts.Opens"):
+        assert re.search(rf'<a class="autorefs[^"]*"[^>]*href="#{re.escape(anchor)}"><code>', api), anchor
+
+
+# Per element in the page: setting names (inline code in table cells) and code blocks, measured.
+MEASURE = """() => ({
+  cells: [...document.querySelectorAll('.md-typeset td code')].filter(c => !/\\s/.test(c.textContent))
+    .map(c => ({text: c.textContent, lines: new Set([...c.getClientRects()].map(r => Math.round(r.top))).size})),
+  blocks: [...document.querySelectorAll('.md-typeset pre > code')].map(c => ({
+    text: c.textContent.slice(0, 40), overflow: getComputedStyle(c).overflowX,
+    wider: c.scrollWidth > c.clientWidth, right: c.getBoundingClientRect().right,
+  })),
+  page: document.documentElement.clientWidth,
+  scrolls: document.documentElement.scrollWidth,
+})"""
+
+
+async def offline(route: Route) -> None:
+    await route.abort()
+
+
+async def test_setting_names_stay_whole_and_code_blocks_scroll_in_chromium(site: Path) -> None:
+    from playwright.async_api import async_playwright
+
+    pages = [site / "index.html", site / "reference" / "settings" / "index.html", site / "browser" / "index.html"]
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=find_chromium(""),
+            headless=True,
+            args=list(CHROMIUM_FLAGS),
+            chromium_sandbox=os.geteuid() != 0,  # Chromium's sandbox refuses root
+        )
+        try:
+            for width in (390, 1280):
+                for path in pages:
+                    page = await browser.new_page(viewport={"width": width, "height": 900})
+                    await page.route(re.compile(r"^https?://"), offline)  # the theme's web fonts: no internet
+                    await page.goto(path.as_uri())
+                    seen = await page.evaluate(MEASURE)
+                    await page.close()
+                    where = f"{path.relative_to(site)} at {width}px"
+                    broken = [cell["text"] for cell in seen["cells"] if cell["lines"] != 1]
+                    assert broken == [], f"{where}: names broken over lines: {broken}"
+                    assert seen["scrolls"] <= seen["page"], f"{where}: the page itself scrolls sideways"
+                    for block in seen["blocks"]:
+                        assert block["right"] <= seen["page"] + 1, f"{where}: a code block runs off the page: {block}"
+                        if block["wider"]:  # longer than its box: it must scroll, not be cut
+                            assert block["overflow"] in ("auto", "scroll"), f"{where}: a code block is cut: {block}"
+                    if path == site / "index.html" and width == 390:  # the check above saw a block to scroll
+                        assert any(block["wider"] for block in seen["blocks"]), seen["blocks"]
+        finally:
+            await browser.close()
+
+
+def eclaw_classes() -> dict[str, list[type]]:
+    """Every class defined in eclaw (its modules and the built-in middlewares), by name."""
+    classes: dict[str, list[type]] = {}
+    for package in (eclaw, eclaw.middlewares):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if info.name.endswith("__main__"):
+                continue
+            for name, value in vars(importlib.import_module(info.name)).items():
+                if inspect.isclass(value) and value.__module__.startswith(("eclaw", "middlewares")):
+                    classes.setdefault(name, []).append(value)
+    return classes
+
+
+def has_member(kind: type, name: str) -> bool:
+    """Whether ``kind`` has ``name``: on the class, or set on its instances (``self.name = ...``)."""
+    if hasattr(kind, name) or name in getattr(kind, "__annotations__", {}):
+        return True
+    return any(re.search(rf"\bself\.{name}\b", inspect.getsource(base)) for base in kind.__mro__[:-1])
+
+
+def exists(dotted: str) -> bool:
+    """Whether ``eclaw.x.y`` is a module, or an attribute of the longest module prefix of it."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def names(pattern: str) -> Iterator[tuple[str, str]]:
+    """Each (page, name) that ``pattern``'s first group finds in the pages."""
+    for page in PAGES:
+        for name in re.findall(pattern, page.read_text(encoding="utf-8")):
+            yield page.name, name
+
+
+def settings_table_rows() -> Iterator[tuple[str, str]]:
+    """The names in the first column of every table headed ``| setting |``."""
+    for page in PAGES:
+        in_table = False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            in_table = line.startswith("| setting |") or (in_table and line.startswith("|"))
+            if in_table and (name := re.match(r"\|\s*`(\w+)`", line)):
+                yield page.name, name.group(1)
+
+
+def test_docs_name_only_modules_classes_and_settings_that_exist() -> None:
+    modules = sorted({found for found in names(r"\b(eclaw(?:\.\w+)+)") if not exists(found[1])})
+    assert modules == [], f"names of eclaw modules or objects that do not exist: {modules}"
+    classes = eclaw_classes()
+    known = set(classes) | set(dir(builtins)) | OTHER_PROJECTS
+    unknown = sorted({found for found in names(r"`([A-Z][a-z0-9]+[A-Z]\w*)[`(.\[]") if found[1] not in known})
+    assert unknown == [], f"class names that eclaw does not define (another project's? see OTHER_PROJECTS): {unknown}"
+    members = [(page, name) for page, name in names(r"`([A-Z]\w*\.\w+)[`(\[ ]") if name.split(".")[0] in classes]
+    assert len(members) > 20  # the pattern reads the pages' `Class.member` names
+    gone = [
+        (page, name)
+        for page, name in members
+        if not any(has_member(k, name.split(".")[1]) for k in classes[name.split(".")[0]])
+    ]
+    assert gone == [], f"members that eclaw's classes do not have: {gone}"
+    settings = set(names(r"(?:-s|--set)\s+([a-z_]\w*)=")) | set(settings_table_rows())
+    assert len(settings) > 20  # the pattern reads the pages' examples and tables
+    stale = sorted(found for found in settings if found[1] not in Settings.names())
+    assert stale == [], f"settings that do not exist: {stale}"
