@@ -6,8 +6,7 @@ real curl_cffi, real tinyproxy, and the one-port TLS-and-HTTP origin of tests/se
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,8 +18,8 @@ from eclaw.downloaders.browser import find_chromium
 from eclaw.middlewares import Proxy
 from eclaw.testing import collect
 from tests.conftest import assert_accounted
-from tests.proxies import self_signed, tinyproxy
-from tests.security.origins import Origin, dual_origin
+from tests.proxies import tinyproxy
+from tests.security.origins import Origin
 from tests.security.test_hops import KEYS, QUIET, Hops, to
 
 
@@ -31,17 +30,6 @@ def _chromium() -> None:
         find_chromium("")
     except ConfigError as exc:
         pytest.fail(f"{exc} (make test installs it)")
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
-    return self_signed(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-async def origin(tls: ssl.SSLContext) -> AsyncIterator[Origin]:
-    async with dual_origin(tls) as running:
-        yield running
 
 
 class Rendered(Hops):

@@ -18,23 +18,11 @@ from eclaw import Engine, Request, Response, Settings, Spider
 from eclaw.middlewares import Retry
 from eclaw.testing import collect
 from tests.conftest import assert_accounted
-from tests.proxies import self_signed
 from tests.security.origins import Origin, dual_origin
 
 SECRET = "Bearer t0ken-s3cret"
 KEYS = {"Authorization": SECRET, "X-Api-Key": "k3y", "X-Auth-Token": "t0k", "Api-Key": "a9i", "X-Tenant-Secret": "ts"}
 QUIET = Settings(store="", verify_tls=False, sensitive_headers="X-Tenant-Secret")
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
-    return self_signed(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-async def origin(tls: ssl.SSLContext) -> AsyncIterator[Origin]:
-    async with dual_origin(tls) as running:
-        yield running
 
 
 @pytest.fixture

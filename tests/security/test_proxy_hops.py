@@ -6,8 +6,6 @@ the proxy and the origin each received."""
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +14,12 @@ import pytest
 from eclaw import Engine, Settings
 from eclaw.middlewares import Proxy
 from eclaw.testing import collect
-from tests.proxies import self_signed, tinyproxy
-from tests.security.origins import Origin, dual_origin, recording_proxy
+from tests.proxies import tinyproxy
+from tests.security.origins import Origin, recording_proxy
 from tests.security.test_hops import Hops, crawl, to
 
 QUIET = Settings(store="", verify_tls=False)
 HAND_SET = "Basic aGFuZDpzZXQ="  # hand:set
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
-    return self_signed(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-async def origin(tls: ssl.SSLContext) -> AsyncIterator[Origin]:
-    async with dual_origin(tls) as running:
-        yield running
 
 
 async def through(proxy: Proxy, start: str, **args: Any) -> list[Any]:

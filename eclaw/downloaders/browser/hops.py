@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from eclaw.downloaders.browser.identity import navigation_overrides
+from eclaw.downloaders.browser.identity import first_navigation, navigation_overrides
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
 from eclaw.exceptions import ResponseTooLarge
 from eclaw.http import Request, Response
@@ -114,8 +114,7 @@ class Served:
         self._done = False
 
     async def __call__(self, route: Route) -> None:
-        request = route.request
-        if self._done or not request.is_navigation_request() or request.frame.parent_frame is not None:
+        if self._done or not first_navigation(route):
             await route.fallback()
             return
         self._done = True

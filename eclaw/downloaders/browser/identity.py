@@ -27,7 +27,7 @@ from eclaw.http import Request
 if TYPE_CHECKING:
     from playwright.async_api import Route
 
-__all__ = ["NavigationRoute", "cookies_of", "header", "navigation_overrides", "proxy_option"]
+__all__ = ["NavigationRoute", "cookies_of", "first_navigation", "header", "navigation_overrides", "proxy_option"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,12 +114,17 @@ class NavigationRoute:
         self._done = False
 
     async def __call__(self, route: Route) -> None:
-        request = route.request
-        if self._done or not request.is_navigation_request() or request.frame.parent_frame is not None:
+        if self._done or not first_navigation(route):
             await route.fallback()
             return
         self._done = True
         changes = dict(self._overrides)
         if "headers" in changes:
-            changes["headers"] = {**request.headers, **changes["headers"]}
+            changes["headers"] = {**route.request.headers, **changes["headers"]}
         await route.fallback(**changes)
+
+
+def first_navigation(route: Route) -> bool:
+    """Whether ``route`` is the page's own navigation (not a frame's, not a resource)."""
+    request = route.request
+    return request.is_navigation_request() and request.frame.parent_frame is None
