@@ -110,3 +110,36 @@ def record_file(spider: str, kind: str) -> Path:
 
 def read_bytes(path: str | Path) -> bytes:
     return Path(path).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> None:
+    """No Chromium is a failure, never a skip: ``make test`` installs it (``usefixtures("chromium")``)."""
+    from eclaw.downloaders.browser import find_chromium
+    from eclaw.exceptions import ConfigError
+
+    try:
+        find_chromium("")
+    except ConfigError as exc:
+        pytest.fail(f"{exc} (make test installs it)")
+
+
+@contextlib.asynccontextmanager
+async def headless_chromium() -> AsyncIterator[Any]:
+    """A headless Chromium (the system's, driven by Playwright) for tests that look at a page."""
+    from playwright.async_api import async_playwright
+
+    from eclaw.downloaders.browser import find_chromium
+    from eclaw.downloaders.browser.fetcher import CHROMIUM_FLAGS
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=find_chromium(""),
+            headless=True,
+            args=list(CHROMIUM_FLAGS),
+            chromium_sandbox=os.geteuid() != 0,  # Chromium's sandbox refuses root
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()

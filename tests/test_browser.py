@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
-from eclaw.downloaders.browser import BrowserFetcher, actions, find_chromium
+from eclaw import Engine, Request, Response, Settings, Spider
+from eclaw.downloaders.browser import BrowserFetcher, actions
 from eclaw.events import ItemStored
 from eclaw.exceptions import ConnectError
 from eclaw.testing import collect, serve
@@ -23,20 +23,12 @@ from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file
 from tests.jssite import GigSite, gig_ids
 from tests.proxies import free_port, tinyproxy
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")  # one browser for the tests that need no settings of their own
+# one browser for the tests that need no settings of their own
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("chromium")]
 
 TICKETS = actions({"click": "button.tickets", "wait": 0.1}, {"wait_for": "li.ticket"})
 LISTED = actions({"wait_for": "li.gig"})  # the API answers after the load event
 SCROLLED = actions({"wait_for": "li.gig"}, {"scroll": "until_stable", "wait": 0.5})
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _chromium() -> None:
-    """No Chromium is a failure, never a skip: ``make test`` installs it."""
-    try:
-        find_chromium("")
-    except ConfigError as exc:
-        pytest.fail(f"{exc} (make test installs it)")
 
 
 @pytest.fixture

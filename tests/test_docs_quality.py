@@ -8,7 +8,6 @@ from __future__ import annotations
 import builtins
 import importlib
 import inspect
-import os
 import pkgutil
 import re
 import subprocess
@@ -22,8 +21,7 @@ import pytest
 import eclaw
 import eclaw.middlewares
 from eclaw import Settings
-from eclaw.downloaders.browser import find_chromium
-from eclaw.downloaders.browser.fetcher import CHROMIUM_FLAGS
+from tests.conftest import headless_chromium
 
 if TYPE_CHECKING:
     from playwright.async_api import Route
@@ -95,36 +93,25 @@ async def offline(route: Route) -> None:
 
 
 async def test_setting_names_stay_whole_and_code_blocks_scroll_in_chromium(site: Path) -> None:
-    from playwright.async_api import async_playwright
-
     pages = [site / "index.html", site / "reference" / "settings" / "index.html", site / "browser" / "index.html"]
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=find_chromium(""),
-            headless=True,
-            args=list(CHROMIUM_FLAGS),
-            chromium_sandbox=os.geteuid() != 0,  # Chromium's sandbox refuses root
-        )
-        try:
-            for width in (390, 1280):
-                for path in pages:
-                    page = await browser.new_page(viewport={"width": width, "height": 900})
-                    await page.route(re.compile(r"^https?://"), offline)  # the theme's web fonts: no internet
-                    await page.goto(path.as_uri())
-                    seen = await page.evaluate(MEASURE)
-                    await page.close()
-                    where = f"{path.relative_to(site)} at {width}px"
-                    broken = [cell["text"] for cell in seen["cells"] if cell["lines"] != 1]
-                    assert broken == [], f"{where}: names broken over lines: {broken}"
-                    assert seen["scrolls"] <= seen["page"], f"{where}: the page itself scrolls sideways"
-                    for block in seen["blocks"]:
-                        assert block["right"] <= seen["page"] + 1, f"{where}: a code block runs off the page: {block}"
-                        if block["wider"]:  # longer than its box: it must scroll, not be cut
-                            assert block["overflow"] in ("auto", "scroll"), f"{where}: a code block is cut: {block}"
-                    if path == site / "index.html" and width == 390:  # the check above saw a block to scroll
-                        assert any(block["wider"] for block in seen["blocks"]), seen["blocks"]
-        finally:
-            await browser.close()
+    async with headless_chromium() as browser:
+        for width in (390, 1280):
+            for path in pages:
+                page = await browser.new_page(viewport={"width": width, "height": 900})
+                await page.route(re.compile(r"^https?://"), offline)  # the theme's web fonts: no internet
+                await page.goto(path.as_uri())
+                seen = await page.evaluate(MEASURE)
+                await page.close()
+                where = f"{path.relative_to(site)} at {width}px"
+                broken = [cell["text"] for cell in seen["cells"] if cell["lines"] != 1]
+                assert broken == [], f"{where}: names broken over lines: {broken}"
+                assert seen["scrolls"] <= seen["page"], f"{where}: the page itself scrolls sideways"
+                for block in seen["blocks"]:
+                    assert block["right"] <= seen["page"] + 1, f"{where}: a code block runs off the page: {block}"
+                    if block["wider"]:  # longer than its box: it must scroll, not be cut
+                        assert block["overflow"] in ("auto", "scroll"), f"{where}: a code block is cut: {block}"
+                if path == site / "index.html" and width == 390:  # the check above saw a block to scroll
+                    assert any(block["wider"] for block in seen["blocks"]), seen["blocks"]
 
 
 def eclaw_classes() -> dict[str, list[type]]:

@@ -5,7 +5,6 @@ full width), and each failure linked to the error snapshot the crawl saved for i
 from __future__ import annotations
 
 import json
-import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,8 @@ from lxml import html as lxml_html
 
 from eclaw import Engine, Response, Spider
 from eclaw.cli.main import main
-from eclaw.downloaders.browser import find_chromium
-from eclaw.downloaders.browser.fetcher import CHROMIUM_FLAGS
 from eclaw.testing import serve
+from tests.conftest import headless_chromium
 
 # Paths long enough to be cut by any fixed-width label (and to need wrapping at 800 px).
 LONG = "-".join(f"segment{n}" for n in range(24))
@@ -106,36 +104,25 @@ async def test_each_failure_links_to_the_snapshot_this_crawl_saved(tmp_path: Pat
 
 
 async def test_the_report_reads_whole_in_chromium_at_two_widths(tmp_path: Path) -> None:
-    from playwright.async_api import async_playwright
-
     base, report = await traced_report(tmp_path)
     failing = {base + path for path in PAGES}
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=find_chromium(""),
-            headless=True,
-            args=list(CHROMIUM_FLAGS),
-            chromium_sandbox=os.geteuid() != 0,  # Chromium's sandbox refuses root
-        )
-        try:
-            for width in (800, 1600):
-                page = await browser.new_page(viewport={"width": width, "height": 900})
-                await page.goto(report.as_uri())
-                seen = await page.evaluate(MEASURE)
-                shot = tmp_path / f"report-{width}.png"
-                await page.screenshot(path=str(shot), full_page=True)
-                await page.close()
-                assert {label["text"] for label in seen["urls"]} == failing
-                assert all(label["fits"] and label["title"] == label["text"] for label in seen["urls"]), seen["urls"]
-                assert seen["reasons"] == sorted(set(PAGES.values())), seen["reasons"]
-                assert seen["bars"] == len(set(PAGES.values()))
-                assert all(label["fits"] for label in seen["reason_labels"])
-                ticks = [float(tick) for tick in seen["axis"]]  # every tick a number
-                assert len(ticks) >= 5 and max(ticks) > 0
-                assert abs(seen["main"] - seen["viewport"]) <= 1 and seen["scroll"] <= seen["viewport"], seen
-                assert png_size(shot) == (width, seen["height"]) and shot.stat().st_size > 20_000
-        finally:
-            await browser.close()
+    async with headless_chromium() as browser:
+        for width in (800, 1600):
+            page = await browser.new_page(viewport={"width": width, "height": 900})
+            await page.goto(report.as_uri())
+            seen = await page.evaluate(MEASURE)
+            shot = tmp_path / f"report-{width}.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            await page.close()
+            assert {label["text"] for label in seen["urls"]} == failing
+            assert all(label["fits"] and label["title"] == label["text"] for label in seen["urls"]), seen["urls"]
+            assert seen["reasons"] == sorted(set(PAGES.values())), seen["reasons"]
+            assert seen["bars"] == len(set(PAGES.values()))
+            assert all(label["fits"] for label in seen["reason_labels"])
+            ticks = [float(tick) for tick in seen["axis"]]  # every tick a number
+            assert len(ticks) >= 5 and max(ticks) > 0
+            assert abs(seen["main"] - seen["viewport"]) <= 1 and seen["scroll"] <= seen["viewport"], seen
+            assert png_size(shot) == (width, seen["height"]) and shot.stat().st_size > 20_000
 
 
 # What the page shows, measured in the browser: the failing URLs' cells (text, tooltip, whether the text

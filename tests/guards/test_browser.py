@@ -9,21 +9,13 @@ from typing import Any
 
 import pytest
 
-from eclaw import ConfigError, Request, Response, Settings, Spider
-from eclaw.downloaders.browser import find_chromium
+from eclaw import Request, Response, Settings, Spider
 from eclaw.testing import collect
 from tests.conftest import assert_accounted, read_jsonl
 from tests.proxies import self_signed
 from tests.test_tls import site
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _chromium() -> None:
-    """No Chromium is a failure, never a skip: ``make test`` installs it."""
-    try:
-        find_chromium("")
-    except ConfigError as exc:
-        pytest.fail(f"{exc} (make test installs it)")
+pytestmark = pytest.mark.usefixtures("chromium")
 
 
 class Rendered(Spider):

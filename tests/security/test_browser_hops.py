@@ -13,8 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from eclaw import ConfigError, Engine, Response, Settings
-from eclaw.downloaders.browser import find_chromium
+from eclaw import Engine, Response, Settings
 from eclaw.middlewares import Proxy
 from eclaw.testing import collect
 from tests.conftest import assert_accounted
@@ -22,14 +21,7 @@ from tests.proxies import tinyproxy
 from tests.security.origins import Origin
 from tests.security.test_hops import KEYS, QUIET, Hops, to
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _chromium() -> None:
-    """No Chromium is a failure, never a skip: ``make test`` installs it."""
-    try:
-        find_chromium("")
-    except ConfigError as exc:
-        pytest.fail(f"{exc} (make test installs it)")
+pytestmark = pytest.mark.usefixtures("chromium")
 
 
 class Rendered(Hops):
