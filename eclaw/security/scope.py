@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from eclaw.http.urls import redact_url
+from eclaw.security.redact import redact_url
 
 __all__ = ["Origin", "downgraded", "origin", "proxy_authorization", "scoped", "why_not_carried"]
 
