@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from eclaw.downloaders.browser.identity import first_navigation, navigation_overrides
+from eclaw.downloaders.browser.identity import FirstNavigation, navigation_overrides
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow
 from eclaw.exceptions import ResponseTooLarge
 from eclaw.http import Request, Response
@@ -111,13 +111,11 @@ class Served:
 
     def __init__(self, response: Response) -> None:
         self._response = response
-        self._done = False
+        self._first = FirstNavigation()
 
     async def __call__(self, route: Route) -> None:
-        if self._done or not first_navigation(route):
-            await route.fallback()
+        if not await self._first.claims(route):
             return
-        self._done = True
         answer = self._response
         headers: dict[str, Any] = {k: v for k, v in answer.headers.items() if k.lower() not in _NOT_SERVED}
         await route.fulfill(status=answer.status, headers=headers, body=answer.body)

@@ -27,7 +27,7 @@ from eclaw.http import Request
 if TYPE_CHECKING:
     from playwright.async_api import Route
 
-__all__ = ["NavigationRoute", "cookies_of", "first_navigation", "header", "navigation_overrides", "proxy_option"]
+__all__ = ["FirstNavigation", "NavigationRoute", "cookies_of", "header", "navigation_overrides", "proxy_option"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,20 +111,29 @@ class NavigationRoute:
 
     def __init__(self, overrides: dict[str, Any]) -> None:
         self._overrides = overrides
-        self._done = False
+        self._first = FirstNavigation()
 
     async def __call__(self, route: Route) -> None:
-        if self._done or not first_navigation(route):
-            await route.fallback()
+        if not await self._first.claims(route):
             return
-        self._done = True
         changes = dict(self._overrides)
         if "headers" in changes:
             changes["headers"] = {**route.request.headers, **changes["headers"]}
         await route.fallback(**changes)
 
 
-def first_navigation(route: Route) -> bool:
-    """Whether ``route`` is the page's own navigation (not a frame's, not a resource)."""
-    request = route.request
-    return request.is_navigation_request() and request.frame.parent_frame is None
+class FirstNavigation:
+    """The page's own first navigation, for a route handler: any other request (a frame's, a
+    resource, a later navigation) goes on to the network untouched."""
+
+    def __init__(self) -> None:
+        self._done = False
+
+    async def claims(self, route: Route) -> bool:
+        """Whether ``route`` is that navigation (the handler answers it); else it is passed on."""
+        request = route.request
+        if self._done or not request.is_navigation_request() or request.frame.parent_frame is not None:
+            await route.fallback()
+            return False
+        self._done = True
+        return True
