@@ -100,6 +100,46 @@ async def test_fetch_with_a_netscape_cookie_file_or_a_json_one(notebook: tuple[s
     assert "bob's note 1" in out
 
 
+
+async def test_login_runs_the_spiders_start_until_its_form_is_answered(
+    notebook: tuple[str, Notebook], tmp_path: Path
+) -> None:
+    base, site = notebook
+    spider = spider_file(tmp_path, MEMBER_SPIDER, "member.py")
+    code, out, err = await eclaw("fetch", f"{base}/notes", "--spider", spider, "-a", f"base={base}", "--login")
+    assert code == 0, err
+    assert "alice's notebook" in out and f"200 {base}/notes" in out
+    assert site.logins == {"alice": 1}  # one login, then the page: the login crawl stopped at its answer
+    code, out, err = await eclaw(
+        "parse", f"{base}/notes", "--spider", spider, "-a", f"base={base}", "--login", "-c", "notebook", "-d", "2"
+    )
+    assert code == 0, err
+    assert out.count("(note)") == 3
+    assert site.logins == {"alice": 2}
+    assert not list(tmp_path.glob("**/*.sqlite"))  # the login crawl wrote nothing
+
+
+async def test_login_of_a_spider_without_a_form_or_without_a_spider_is_one_line_and_exit_2(
+    notebook: tuple[str, Notebook], tmp_path: Path
+) -> None:
+    base, _ = notebook
+    formless = spider_file(tmp_path, """
+    from eclaw import Spider
+
+    class Reader(Spider):
+        name = "reader"
+        start_urls = []
+
+        def parse(self, response):
+            yield {"title": response.css("title::text").get()}
+    """, "reader.py")  # fmt: skip
+    code, out, err = await eclaw("fetch", f"{base}/notes", "--spider", formless, "--login")
+    assert code == 2
+    assert err.strip().splitlines()[-1].endswith("it has no login to run; use --state or --cookies")
+    code, out, err = await eclaw("fetch", f"{base}/notes", "--login")
+    assert code == 2 and "--login needs --spider FILE" in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

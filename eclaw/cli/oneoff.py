@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from typing import Any
 
 from eclaw.cli.common import pairs
 from eclaw.devloop.cookies import file_cookies, state_cookies
+from eclaw.devloop.login import login_cookies
 from eclaw.devloop.session import Session
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request
@@ -26,15 +28,23 @@ def add_spider_options(parser: Any, *, required: bool = False) -> None:
     saved = parser.add_mutually_exclusive_group()
     saved.add_argument("--state", metavar="DIR", help="send the cookies a paused crawl saved in DIR (its login)")
     saved.add_argument("--cookies", metavar="FILE", help="send the cookies of FILE (Netscape cookies.txt or JSON)")
+    saved.add_argument(
+        "--login", action="store_true", help="run --spider's start until its login form is answered; keep its cookies"
+    )
 
 
 def session_of(args: argparse.Namespace, *, check_status: bool = False) -> Session:
     """The session of the command's ``--spider``, ``-a`` and ``-s`` (a bad one is a one-line error),
-    with the cookies of ``--state`` or ``--cookies``."""
+    with the cookies of ``--state``, ``--cookies`` or the spider's ``--login``."""
     overrides = pairs(args.set, "-s")
     spider = load_spider(args.spider) if args.spider else None
-    session = Session.of(spider, pairs(args.arg, "-a"), overrides, check_status=check_status)
-    if args.state:
+    spider_args = pairs(args.arg, "-a")
+    session = Session.of(spider, spider_args, overrides, check_status=check_status)
+    if args.login:
+        if spider is None:
+            raise ConfigError("--login needs --spider FILE: the spider whose start logs in")
+        session.use_cookies(asyncio.run(login_cookies(spider, spider_args, overrides)))
+    elif args.state:
         session.use_cookies(state_cookies(resolve_path(args.state, session.spider.name, session.settings.run_key)))
     elif args.cookies:
         session.use_cookies(file_cookies(args.cookies))
