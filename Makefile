@@ -61,9 +61,12 @@ test: test-servers lint docs suite
 	  else echo "python$$v not found: skipped"; fi; \
 	done
 
-# The suite alone, in $(VENV) (created and installed as .venv is, from $(PYTHON)).
+# The suite alone, in $(VENV) (created and installed as .venv is, from $(PYTHON)), on TEST_WORKERS processes
+# (pytest-xdist; a test file stays on one worker, so a module's servers are started once). The tests wait on
+# servers and subprocesses more than they compute: one worker more than the machine has cores.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 suite: $(DOCS_STAMP)  # the docs extra too: tests/test_docs_quality.py builds the site
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Real servers the tests start themselves (a forward proxy, SOCKS servers, Redis, nginx for HTTP/2, a headless Chromium),
 # from Debian's packages.

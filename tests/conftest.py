@@ -40,7 +40,8 @@ def _no_crawl_left_behind() -> Iterator[None]:
 
 
 def _eclaw_processes_left() -> list[int]:
-    """This process's ``python -m eclaw ...`` children and all their descendants (Linux's /proc)."""
+    """This process's ``python -m eclaw ...`` children and all their descendants (Linux's /proc); not
+    ``eclaw serve``, which a module's fixture starts and stops, with the jobs it runs."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
@@ -49,7 +50,8 @@ def _eclaw_processes_left() -> list[int]:
     found, todo = [], []
     for child in children.get(os.getpid(), []):
         with contextlib.suppress(OSError):
-            if Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"eclaw"]:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            if argv[1:3] == [b"-m", b"eclaw"] and argv[3:4] != [b"serve"]:  # a service outlives a test: its fixture's
                 todo.append(child)
     while todo:
         pid = todo.pop()
