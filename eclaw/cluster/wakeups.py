@@ -24,6 +24,8 @@ __all__ = ["Wakeups"]
 
 logger = logging.getLogger(__name__)
 
+_CONFIRM = 10.0  # seconds for Redis to confirm a subscription (else: as if Redis were away)
+
 
 class Wakeups:
     """Listens on ``channel`` in a task of its own and calls ``heard(message)`` for each message.
@@ -55,9 +57,16 @@ class Wakeups:
             self._task = None
 
     async def _subscribe(self) -> PubSub:
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        """A subscription Redis has confirmed: a message published from then on reaches it (SUBSCRIBE
+        sent is not enough: another client's PUBLISH may be served before it)."""
+        pubsub = self._redis.pubsub()  # its confirmation is read below; only "message" replies are heard
         try:
             await pubsub.subscribe(self._channel)
+            async with asyncio.timeout(_CONFIRM):  # it comes first on this connection: a message only after it
+                while (reply := await pubsub.get_message(ignore_subscribe_messages=False, timeout=None)) is None or (
+                    reply["type"] != "subscribe"
+                ):
+                    pass
         except BaseException:
             await _close(pubsub)
             raise
@@ -76,7 +85,7 @@ class Wakeups:
                 message = await pubsub.get_message(timeout=None)
                 if message is not None and message["type"] == "message":
                     self._heard(str(message["data"]))
-            except (RedisError, OSError) as exc:
+            except (RedisError, OSError, TimeoutError) as exc:
                 logger.debug("wake-ups on %s interrupted (%s): again in %.1fs", self._channel, exc, wait)
                 if pubsub is not None:
                     await _close(pubsub)
