@@ -116,7 +116,7 @@ async def test_login_runs_the_spiders_start_until_its_form_is_answered(
     assert code == 0, err
     assert out.count("(note)") == 3
     assert site.logins == {"alice": 2}
-    assert not list(tmp_path.glob("**/*.sqlite"))  # the login crawl wrote nothing
+    assert not (tmp_path / "eclaw-data").exists()  # the login crawl wrote nothing: no store
 
 
 async def test_login_of_a_spider_without_a_form_or_without_a_spider_is_one_line_and_exit_2(
@@ -133,10 +133,10 @@ async def test_login_of_a_spider_without_a_form_or_without_a_spider_is_one_line_
         def parse(self, response):
             yield {"title": response.css("title::text").get()}
     """, "reader.py")  # fmt: skip
-    code, out, err = await eclaw("fetch", f"{base}/notes", "--spider", formless, "--login")
+    code, _, err = await eclaw("fetch", f"{base}/notes", "--spider", formless, "--login")
     assert code == 2
     assert err.strip().splitlines()[-1].endswith("it has no login to run; use --state or --cookies")
-    code, out, err = await eclaw("fetch", f"{base}/notes", "--login")
+    code, _, err = await eclaw("fetch", f"{base}/notes", "--login")
     assert code == 2 and "--login needs --spider FILE" in err
 
 
