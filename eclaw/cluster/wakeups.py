@@ -100,4 +100,4 @@ class Wakeups:
 
 async def _close(pubsub: PubSub) -> None:
     with contextlib.suppress(Exception):  # its connection may be dead already: nothing to keep
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await pubsub.aclose()
