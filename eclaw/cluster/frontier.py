@@ -24,6 +24,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from eclaw.cluster import lua as redis_lua
 from eclaw.cluster.link import RedisLink, ScriptCall, crawl_prefix
 from eclaw.cluster.sink import ClusterSink
 from eclaw.cluster.waits import Waits
@@ -385,6 +386,18 @@ class RedisScheduler:
         if not seeded and not self.seed:
             return 1  # no start requests yet: wait for `eclaw seed`
         return len(self._waits) + len(self._ready) + queued + leased
+
+    def sent(self, host: str) -> None:
+        """A request to ``host`` has just been sent (:class:`~eclaw.frontier.politeness.Pacing`): its next start,
+        cluster-wide, counts from now, as one process's frontier counts it (nothing waits for Redis)."""
+        delay = self._delays.get(host, self._delay)
+        if delay > 0:
+            self.link.send("EVAL", redis_lua.PACE, 1, self.prefix + "next:" + host, int(delay * 1000))
+
+    def keep_alive(self, host: str, seconds: float) -> bool:
+        """Connections are kept (:class:`~eclaw.frontier.politeness.Pacing`): which worker asks a host next is
+        not known here."""
+        return True
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         if host is None:

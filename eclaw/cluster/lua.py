@@ -20,7 +20,7 @@ Keys (``P`` is ``eclaw:<spider>:``)::
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE", "COMPLETE", "COUNT", "ENQUEUE", "LEASE", "MARK", "REAP", "REQUEUE"]
+__all__ = ["ACQUIRE", "COMPLETE", "COUNT", "ENQUEUE", "LEASE", "MARK", "PACE", "REAP", "REQUEUE"]
 
 # The duplicate check of ENQUEUE and MARK: KEYS[1] seen-structure; ARGV: mode, n, n bit positions
 # (bloom) or the fingerprint (set). Sets them; `new` is 0 if they were all set already.
@@ -171,6 +171,18 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
 redis.call('SADD', KEYS[3], ARGV[5])
 if tonumber(ARGV[2]) > 0 then
   redis.call('SET', KEYS[2], now + tonumber(ARGV[2]), 'PX', tonumber(ARGV[2]) + 1000)
+end
+return 0
+"""
+
+# KEYS: next:<host>. ARGV: the host's delay (ms). A request to the host has just been sent: its next start,
+# cluster-wide, counts from now (ACQUIRE counted from the grant: a worker slow to send would shorten the gap
+# the site sees). Never moves the next start back.
+PACE = """
+local t = redis.call('TIME')
+local nxt = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+if nxt > tonumber(redis.call('GET', KEYS[1]) or '0') then
+  redis.call('SET', KEYS[1], nxt, 'PX', tonumber(ARGV[1]) + 1000)
 end
 return 0
 """
