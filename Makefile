@@ -68,8 +68,8 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 suite: $(DOCS_STAMP)  # the docs extra too: tests/test_docs_quality.py builds the site
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# Real servers the tests start themselves (a forward proxy, SOCKS servers, Redis, nginx for HTTP/2, a headless Chromium),
-# from Debian's packages.
+# Real servers the tests start themselves (a forward proxy, SOCKS servers, Redis, nginx for HTTP/2, a headless Chromium,
+# PostgreSQL) and real pages (the Python documentation), from Debian's packages.
 test-servers:
 	@missing=""; \
 	command -v tinyproxy >/dev/null || test -x /usr/bin/tinyproxy || missing="$$missing tinyproxy"; \
@@ -78,8 +78,10 @@ test-servers:
 	command -v danted >/dev/null || test -x /usr/sbin/danted || missing="$$missing dante-server"; \
 	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	command -v chromium >/dev/null || test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	test -d /usr/share/doc/python3-doc || missing="$$missing python3-doc"; \
 	if [ -n "$$missing" ]; then \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 $$missing) || \
 	  (echo "the proxy, SOCKS, Redis, HTTP/2 and browser tests need:$$missing (apt-get install$$missing)" && false); \
 	fi
 

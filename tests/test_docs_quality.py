@@ -175,7 +175,7 @@ def test_docs_name_only_modules_classes_and_settings_that_exist() -> None:
     unknown = sorted({found for found in names(r"`([A-Z][a-z0-9]+[A-Z]\w*)[`(.\[]") if found[1] not in known})
     assert unknown == [], f"class names that eclaw does not define (another project's? see OTHER_PROJECTS): {unknown}"
     members = [(page, name) for page, name in names(r"`([A-Z]\w*\.\w+)[`(\[ ]") if name.split(".")[0] in classes]
-    assert len(members) > 20  # the pattern reads the pages' `Class.member` names
+    assert len(members) > 10  # the pattern reads the pages' `Class.member` names
     gone = [
         (page, name)
         for page, name in members
