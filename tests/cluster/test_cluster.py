@@ -31,7 +31,12 @@ async def eclaw(tmp: Path, *args: str) -> asyncio.subprocess.Process:
 
 
 async def ended(process: asyncio.subprocess.Process) -> str:
-    out, err = await asyncio.wait_for(process.communicate(), 120)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+    except TimeoutError:  # killed and reaped here: nothing of it is left to fail a later test
+        process.kill()
+        out, err = await process.communicate()
+        raise AssertionError(f"still running after 120 s:\n{err.decode()[-3000:]}") from None
     assert process.returncode == 0, err.decode()[-3000:]
     return out.decode() + err.decode()
 
