@@ -64,6 +64,7 @@ __all__ = [
     "SavesSnapshots",
     "TakesBatches",
     "Watcher",
+    "WatchesPages",
 ]
 
 Fetch = Callable[[Request], Awaitable[Response]]
@@ -219,6 +220,15 @@ class RetriesEmptyPages(Protocol):
     async def retry_empty(self, request: Request, response: Response) -> Request | None:
         """The request to fetch again (it replaces ``request``; the page's ``no items`` is then not a
         failure), or ``None`` to let it fail."""
+
+
+@runtime_checkable
+class WatchesPages(Protocol):
+    """An output that watches pages rather than items (WARC records, markdown pages): the crawl
+    subscribes its handlers to the bus as it does a :class:`Watcher`'s, and opens, checkpoints
+    (:class:`Resumable`) and closes it like any output. Its ``process_item`` may pass items on untouched."""
+
+    def subscriptions(self) -> list[tuple[type[Any], Handler]]: ...
 
 
 class Watcher(Protocol):

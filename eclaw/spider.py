@@ -18,9 +18,10 @@ from eclaw.discovery.links import Rule
 from eclaw.discovery.patterns import UrlPattern
 from eclaw.discovery.rules import CrawlRules
 from eclaw.discovery.sitemaps import Sitemaps
-from eclaw.discovery.source import DiscoverySource, RuleSource, SitemapSource
+from eclaw.discovery.source import DiscoverySource, RuleSource, SitemapSource, named_source
 from eclaw.exceptions import ConfigError, EclawError, InvalidURL, SpiderLoadError
 from eclaw.http import Request, Response
+from eclaw.outputs.registry import DISCOVERY_SOURCES
 from eclaw.settings import Settings
 from eclaw.stats import Stats
 
@@ -103,6 +104,7 @@ class Spider:
     http_auth: Mapping[str, tuple[str, str]] = {}
     browser: ClassVar[Mapping[str, Any]] = {}
     secret_args: ClassVar[Sequence[str]] = ()  # argument names whose values are never written
+    monitors: ClassVar[Sequence[Any]] = ()  # checks of the run (eclaw.monitors: ItemCount(min=...), ...)
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in kwargs.items():
@@ -204,17 +206,21 @@ class Spider:
         listed = self.sources
         if isinstance(listed, str | bytes) or not isinstance(listed, Sequence):
             raise ConfigError(f"spider {self.name!r}: sources must be a list (Feeds(...), ...), got {listed!r}")
+        named: list[DiscoverySource] = []
         for index, source in enumerate(listed):
-            if isinstance(source, str | bytes):  # -a sources=URL: a URL is no source; say which to use
+            found = named_source(source) if isinstance(source, str) else None
+            if isinstance(source, str | bytes) and found is None:  # -a sources=URL: a URL is no source
                 raise ConfigError(
                     f"spider {self.name!r}: sources[{index}] is {source!r}, not a source: Feeds(url), ..."
+                    f" or NAME:ARGUMENT with NAME one of {', '.join(DISCOVERY_SOURCES.names())}"
                 )
+            named.append(found if found is not None else source)
         built: list[DiscoverySource] = []
         if self.rules:
             built.append(self._rule_source)
         if self.sitemap_urls:
             built.append(self._sitemap_source)
-        return [*built, *listed]
+        return [*built, *named]
 
     @cached_property
     def _crawl_rules(self) -> CrawlRules:

@@ -267,7 +267,7 @@ async def test_failing_file_sink_dead_letters_every_item(demo_url: str, tmp_path
     full.symlink_to("/dev/full")  # every write fails with ENOSPC, as on a full disk
     stats = await crawl_shop(demo_url, [str(full), str(tmp_path / "ok.jsonl")])
     assert stats.items_stored == 500 and stats.items_dropped == 0
-    assert stats.items_written == {str(tmp_path / "ok.jsonl"): 500}
+    assert stats.items_written == {str(tmp_path / "ok.jsonl"): 500, str(tmp_path / "full.jsonl"): 0}
     assert stats.items_dead_lettered == {str(full): 500} and not stats.clean
     dead = read_jsonl(record_file("shop", "dead-letter"))
     assert len(dead) == 500 and "No space left on device" in dead[0]["error"]

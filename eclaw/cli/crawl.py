@@ -17,6 +17,8 @@ from eclaw.engine import Engine
 from eclaw.events import SpiderClosed, SpiderOpened
 from eclaw.exceptions import ConfigError
 from eclaw.observe.progress import Progress
+from eclaw.outputs.build import output_name
+from eclaw.outputs.spec import parse_spec
 from eclaw.processes.crawl import check_saved, crawl_processes, processes_wanted
 from eclaw.processes.group import failed_process
 from eclaw.security.redact import Redactor
@@ -38,7 +40,9 @@ def add_parsers(sub: Any) -> None:
         "--output",
         action="append",
         default=[],
-        help="write items to FILE (.jsonl .json .csv .parquet .sqlite); default: the SQLite store",
+        metavar="SPEC",
+        help="write items to SPEC, repeatable: a path (format and compression by suffix: items.jsonl.gz), '-' for"
+        " stdout (JSONL), a URL (file://, s3://...); PATH:FORMAT names the format; default: the SQLite store",
     )
     crawl.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
     crawl.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
@@ -66,9 +70,15 @@ def add_parsers(sub: Any) -> None:
     crawl.add_argument(
         "--record", default=None, metavar="DIR", help="keep every response and item in DIR for eclaw replay"
     )
+    crawl.add_argument(
+        "--monitors", default=None, metavar="FILE",
+        help="check the run with the monitors (and send the [alerts]) of this TOML file; a failed monitor: exit 3",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
+    from eclaw.monitors import monitoring_for  # the monitors and alerts load only for this command
+
     settings, overrides = _settings(args)
     spider_cls = load_spider(args.spider)
     effective = settings.replace(overrides)
@@ -83,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
         or settings.log_level
     )
     setup_logging(str(level), str(effective.log_format), redactor)
-    outputs = args.output or ([effective.store] if effective.store else [])
+    outputs = args.output or effective.outputs.split() or ([effective.store] if effective.store else [])
     state = str(resolve_path(effective.state_dir, spider_cls.name, effective.run_key)) if effective.state_dir else ""
     processes = processes_wanted(args.processes)
+    monitoring = monitoring_for(args.monitors, spider_cls, processes)  # a bad file: exit 2 before the crawl
     if state:
         check_saved(Path(state), processes)
     if processes > 1:
@@ -102,8 +113,17 @@ def run(args: argparse.Namespace) -> int:
         )
         if recorder is not None:
             recorder.attach(engine)
-        stats = asyncio.run(crawl_with_signals(engine, spider_cls, spider_args, quiet=args.quiet))
-    return _report(args, stats, spider_cls.name, effective, outputs, state, recorder)
+        if monitoring is not None:
+            monitoring.attach(engine)
+        quiet = args.quiet or _to_stdout(outputs)  # no live table among the items
+        stats = asyncio.run(crawl_with_signals(engine, spider_cls, spider_args, quiet=quiet))
+    code = _report(args, stats, spider_cls.name, effective, outputs, state, recorder)
+    return monitoring.exit_code(stats, code, sys.stderr if _to_stdout(outputs) else None) if monitoring else code
+
+
+def _to_stdout(outputs: list[str]) -> bool:
+    """An output writes the items on stdout (``-``, ``stdout:csv``): everything else goes to stderr."""
+    return any(parse_spec(output).scheme == "stdout" for output in outputs)
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, Any]]:
@@ -125,17 +145,18 @@ def _report(
     args: argparse.Namespace, stats: Stats, name: str, effective: Settings, outputs: list[str], state: str,
     recorder: Recorder | None,
 ) -> int:  # fmt: skip
+    out = sys.stderr if _to_stdout(outputs) else sys.stdout  # stdout holds the items: nothing else
     if stats.finish_reason == "already finished":
-        print(f"crawl {name!r} already finished (state in {state}): nothing to do")
+        print(f"crawl {name!r} already finished (state in {state}): nothing to do", file=out)
         return 0
     if recorder is not None:
         recorder.save(name, stats, args=pairs(args.arg, "-a"), spider_file=args.spider)
-        print(f"recorded in {recorder.folder}: eclaw replay {args.spider} --from {recorder.folder}")
-    print(stats.summary())
+        print(f"recorded in {recorder.folder}: eclaw replay {args.spider} --from {recorder.folder}", file=out)
+    print(stats.summary(), file=out)
     if state and stats.finish_reason != "finished" and not stats.finish_reason.startswith("closespider"):
-        print(f"crawl paused: state saved in {state}; run the same command again to resume")
+        print(f"crawl paused: state saved in {state}; run the same command again to resume", file=out)
     if outputs:
-        print(_written(stats, name, effective, outputs))
+        print(_written(stats, name, effective, outputs), file=out)
     code, failed = exit_code(stats), failed_process(stats.finish_reason)
     if failed is not None:  # killed, or out of memory: the others stopped (paused, with --state)
         resume = "; run the same command to resume" if state else ""
@@ -149,11 +170,13 @@ def _written(stats: Stats, name: str, effective: Settings, outputs: list[str]) -
     """The final line: how many items each output holds (``wrote 500 items to a.jsonl, 500 to b.csv``)."""
     counts: list[str] = []
     for output in outputs:
-        path = str(resolve_path(output, name, effective.run_key))
-        count = stats.items_written.get(path, 0)
+        path = output_name(output, name, effective.run_key)
+        if path not in stats.items_written:  # an output of pages, not items (its count is in the stats)
+            continue
+        count = stats.items_written[path]
         what = "" if counts else " item" if count == 1 else " items"  # said once, at the first
         counts.append(f"{count}{what} to {path.replace('%(batch)05d', '*')}")
-    return "wrote " + ", ".join(counts)
+    return "wrote " + ", ".join(counts) if counts else "wrote no items (the outputs take pages: see their counts above)"
 
 
 async def crawl_with_signals(

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from eclaw.contracts import Handler, RetriesEmptyPages, TakesBatches, Watcher
+from eclaw.contracts import Handler, RetriesEmptyPages, TakesBatches, Watcher, WatchesPages
 from eclaw.core.accounting import Accounting, Completions
 from eclaw.core.activity import Activity
 from eclaw.core.budgets import PageBudget
@@ -78,7 +78,8 @@ class Crawl:
         self.redactor = Redactor.for_spider(self.settings, self.spider)  # every writer's one boundary
         self.records = Records(self.settings, self.spider.name, self.run_id, self.redactor)
         self.snapshots = Snapshots.from_settings(self.settings, self.spider.name, self.redactor)  # or None
-        self.bus = EventBus(_with_watchers(subscribers, parts.watchers), self.stats, self)
+        pages = [output for output in parts.outputs.values() if isinstance(output, WatchesPages)]
+        self.bus = EventBus(_with_watchers(subscribers, [*parts.watchers, *pages]), self.stats, self)
         self._parts = parts
         plugins = [*parts.middlewares, *parts.pipelines, *parts.outputs.values()]
         self._lifecycle = Parts(parts.scheduler, parts.downloader, plugins)
@@ -92,8 +93,11 @@ class Crawl:
     def _build(self, journal: Journal) -> None:
         """The collaborators, and the events each of them owns."""
         parts, stats, bus = self._parts, self.stats, self.bus
+        items_to = {name: o for name, o in parts.outputs.items() if not isinstance(o, WatchesPages)}  # pages: bus
+        for name in items_to:
+            stats.items_written[name] += 0  # listed at 0: the outputs that take items, whatever they get
         self.items = PipelineRunner(
-            parts.pipelines, parts.outputs, self.spider, self.records.dead_letter, stats, bus.publish, self._item_done
+            parts.pipelines, items_to, self.spider, self.records.dead_letter, stats, bus.publish, self._item_done
         )
         self._retrying = RetryQueue(self._retry_due)
         # a download's task runs its callback too: at most 4 x concurrency callbacks behind the downloads
@@ -356,8 +360,9 @@ class Crawl:
         )
 
 
-def _with_watchers(subscribers: Subscribers, watchers: list[Watcher]) -> Subscribers:
-    """The engine's subscribers, then the crawl's own watchers' (trace, metrics, quality profile)."""
+def _with_watchers(subscribers: Subscribers, watchers: list[Watcher | WatchesPages]) -> Subscribers:
+    """The engine's subscribers, then the crawl's own watchers' (trace, metrics, quality profile) and
+    the outputs that watch pages (opened and closed as outputs, not here)."""
     own: dict[type[Event], list[tuple[Handler, set[type[Event]]]]] = {}
     for watcher in watchers:
         batched = {kind for kind, _ in watcher.batch_subscriptions()} if isinstance(watcher, TakesBatches) else set()

@@ -25,10 +25,10 @@ from eclaw.middlewares import Defaults, defaults
 from eclaw.observe.metrics import Metrics
 from eclaw.observe.quality import RunRecorder
 from eclaw.observe.trace import Tracer
+from eclaw.outputs.build import output_for, output_name
 from eclaw.sessions.jars import CookieJars
 from eclaw.settings import Settings
 from eclaw.spider import Spider
-from eclaw.storage.outputs import output_for
 from eclaw.storage.paths import resolve_path
 from eclaw.storage.store import RunLog, last_finished_start
 
@@ -87,7 +87,7 @@ class Assembly:
             if not callable(middleware):
                 raise ConfigError(f"middleware {middleware!r} is not callable (expected mw(request, call_next))")
         names = set()
-        for output in self.outputs:
+        for output in self._given(settings):
             if isinstance(output, str | Path):
                 output_for(output, **output_options(settings))
                 if str(output) in names:
@@ -130,14 +130,18 @@ class Assembly:
         """A fresh exporter per path (checked writable for this spider), the objects given."""
         options = output_options(settings)
         outputs: dict[str, ItemPipeline] = {}
-        for output in self.outputs:
+        for output in self._given(settings):
             if isinstance(output, str | Path):
-                outputs[str(resolve_path(output, spider.name, settings.run_key))] = output_for(
+                outputs[output_name(output, spider.name, settings.run_key)] = output_for(
                     output, spider.name, **options
                 )
             else:
                 outputs[repr(output)] = as_pipeline(output)
         return outputs
+
+    def _given(self, settings: Settings) -> list[Any]:
+        """The engine's outputs, else the ``outputs`` setting's specs."""
+        return self.outputs or settings.outputs.split()
 
     def _middlewares(self, settings: Settings) -> list[Middleware]:
         """``defaults()`` in the list (or no list) stands for the defaults of this crawl's settings."""
@@ -185,8 +189,8 @@ def _state(
     for output in outputs.values():
         if not isinstance(output, Resumable):
             raise ConfigError(
-                f"{output!r} cannot be resumed; with --state write .jsonl, .csv or .sqlite"
-                " (and convert once the crawl is done)"
+                f"{output!r} cannot be resumed; with --state write .jsonl, .json, .csv (compressed or not)"
+                " or .sqlite (and convert once the crawl is done)"
             )
     return CrawlState(
         resolve_path(settings.state_dir, spider.name, settings.run_key),

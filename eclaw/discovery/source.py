@@ -7,6 +7,10 @@ spider lists its sources in ``sources``; its link ``rules`` and its ``sitemap_ur
 sources too, built from those attributes, so a new kind of source needs no edit of
 :class:`eclaw.spider.Spider`.
 
+A spider may also name a registered source in ``sources`` as ``"NAME:ARGUMENT"`` (``-a`` friendly):
+``eclaw.discovery_sources`` entry points, each a callable taking the argument (``feeds:URL`` is
+``Feeds(URL)``); a plug-in package registers its own (docs/plugins.md).
+
 A request a source makes with no callback is one it reads itself: the spider routes its
 response back to the source's ``read`` (the spider's ``_parse_source`` callback, with the
 source's position in ``meta["source"]``, so a saved crawl stores it by name).
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from eclaw.discovery.rules import CrawlRules
 from eclaw.discovery.sitemaps import Sitemaps
+from eclaw.outputs.registry import DISCOVERY_SOURCES
 
 if TYPE_CHECKING:
     from eclaw.http.request import Request
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.stats import Stats
 
-__all__ = ["DiscoverySource", "RuleSource", "SitemapSource", "SourceOwner"]
+__all__ = ["DiscoverySource", "RuleSource", "SitemapSource", "SourceOwner", "named_source"]
 
 
 class SourceOwner(Protocol):
@@ -56,6 +61,17 @@ class DiscoverySource(Protocol):
     def start_requests(self, spider: SourceOwner) -> Iterable[Request]: ...
 
     def read(self, response: Response, spider: SourceOwner) -> Iterable[object] | AsyncIterator[object]: ...
+
+
+def named_source(text: str) -> DiscoverySource | None:
+    """The source ``NAME:ARGUMENT`` names (``feeds:https://example.com/rss.xml``): the
+    ``eclaw.discovery_sources`` entry point ``NAME`` called with ``ARGUMENT``; ``None`` when no source
+    is registered under ``NAME`` (a plain URL)."""
+    name, _, argument = text.partition(":")
+    if name not in DISCOVERY_SOURCES:
+        return None
+    source: DiscoverySource = DISCOVERY_SOURCES.get(name)(argument)
+    return source
 
 
 class RuleSource:

@@ -4,21 +4,21 @@ A request names its fetcher in ``meta["fetcher"]`` (``Request(..., render=True)`
 ``"browser"``); otherwise its host's fetcher decides (the ``fetchers`` setting, or
 :meth:`Fetchers.use` while the crawl runs), then the spider's ``fetcher`` attribute,
 else ``"plain"`` (aiohttp). Each fetcher is a :class:`~eclaw.downloaders.base.Downloader`
-of its own, opened the first time a request needs it and closed with the crawl.
+of its own, opened the first time a request needs it and closed with the crawl. Fetchers are
+``eclaw.fetchers`` entry points: a plug-in package adds one by name (docs/plugins.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from eclaw.downloaders.base import Downloader, Paced, UsesCookies, VetsHops
-from eclaw.downloaders.impersonate import ImpersonateDownloader
-from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConfigError
 from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
+from eclaw.outputs.registry import FETCHERS as PLUGINS
 
 if TYPE_CHECKING:
     from eclaw.contracts import HopCheck
@@ -30,25 +30,32 @@ if TYPE_CHECKING:
 __all__ = ["FETCHERS", "Fetchers", "fetcher_of", "host_fetchers"]
 
 
-def _browser() -> Downloader:
-    """The browser fetcher, its modules imported when a crawl first renders (not at every start-up)."""
-    from eclaw.downloaders.browser import BrowserFetcher
+class _Registered(Mapping[str, Callable[[], Downloader]]):
+    """The fetchers registered as ``eclaw.fetchers`` entry points (eclaw's own: plain, impersonate,
+    browser), each loaded the first time a crawl asks for it (the browser's modules are not imported
+    at every start-up)."""
 
-    return BrowserFetcher()
+    def __getitem__(self, name: str) -> Callable[[], Downloader]:
+        if name not in PLUGINS:
+            raise KeyError(name)
+        factory: Callable[[], Downloader] = PLUGINS.get(name)
+        return factory
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PLUGINS.names())
+
+    def __len__(self) -> int:
+        return len(PLUGINS.names())
 
 
-FETCHERS: dict[str, Callable[[], Downloader]] = {
-    "plain": HttpDownloader,
-    "impersonate": ImpersonateDownloader,
-    "browser": _browser,
-}
+FETCHERS: Mapping[str, Callable[[], Downloader]] = _Registered()
 
 
 class Fetchers:
     """The default downloader: routes each request to the fetcher it asks for (see the module)."""
 
     def __init__(self, factories: Mapping[str, Callable[[], Downloader]] | None = None) -> None:
-        self._factories = dict(FETCHERS if factories is None else factories)
+        self._factories = FETCHERS if factories is None else dict(factories)
         self._open: dict[str, Downloader] = {}
         self._opening: dict[str, asyncio.Future[Downloader]] = {}
         self._default = "plain"

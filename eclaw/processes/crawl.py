@@ -28,11 +28,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from eclaw.contracts import WatchesPages
 from eclaw.exceptions import ConfigError
+from eclaw.outputs.build import output_for
 from eclaw.processes.fork import SIGNALS
 from eclaw.processes.group import Group
 from eclaw.processes.outputs import RECORDS, finish_outputs, merged_stats
 from eclaw.processes.part import Job, Runner, fork
+from eclaw.security.redact import redact_url
 from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -81,6 +84,9 @@ def crawl_processes(
     """Run the crawl on ``processes`` processes (each runs its part with ``runner``); the merged stats
     (``finish_reason`` as one process would say). A crawl stopped before its end keeps its items for
     the resume with ``--state``; without, they go to the outputs at once, as one process's would be there."""
+    for output in outputs:  # the processes' items meet in the outputs at the end; their pages would not
+        if isinstance(output_for(output), WatchesPages):
+            raise ConfigError(f"output {redact_url(output)} keeps pages, not items: not with --processes (use one)")
     if state and (Path(state) / FINISHED).exists():
         return Stats(spider=spider_cls.name, finish_reason="already finished")
     directory = Path(state) if state else _scratch()

@@ -17,12 +17,13 @@ from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import Records
 from eclaw.events import Event, ItemParsed
 from eclaw.frontier.mesh import unread
+from eclaw.outputs.build import output_for, output_name
+from eclaw.outputs.spec import parse_spec
 from eclaw.processes.part import Job
 from eclaw.security.redact import Redactor
 from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
 from eclaw.stats import Stats, merge_stats
-from eclaw.storage.outputs import output_for
 from eclaw.storage.paths import resolve_path
 
 __all__ = ["RECORDS", "export_items_to", "finish_outputs", "gather_records", "merged_stats"]
@@ -76,7 +77,7 @@ async def _export(
 ) -> None:
     options = output_options(settings)
     named = {
-        str(resolve_path(o, spider.name, settings.run_key)): output_for(o, spider.name, **options) for o in outputs
+        output_name(o, spider.name, settings.run_key): output_for(o, spider.name, **options) for o in outputs
     }
     records = Records(settings, spider.name, "export")
     runner = PipelineRunner([], named, spider, records.dead_letter, stats, _nothing, lambda: None)
@@ -109,9 +110,10 @@ def finish_outputs(
     spider = make_spider(spider_cls, spider_args)
     rest = []
     for output in outputs:
-        path = resolve_path(output, spider.name, settings.run_key)
-        plain = not (settings.output_batch_items or settings.output_batch_bytes or "%(batch)" in output)
-        if plain and path.suffix.lower() == ".jsonl":
+        spec = parse_spec(output)
+        path = resolve_path(spec.location, spider.name, settings.run_key)
+        plain = not (settings.output_batch_items or settings.output_batch_bytes or spec.rotating)
+        if plain and spec.scheme == "file" and spec.format == "jsonl" and not (spec.compression or spec.options):
             output_for(output, spider.name)  # checked writable, as any output is
             stats.items_written[str(path)] += _concatenate([Path(job.items) for job in jobs], path)
         else:
