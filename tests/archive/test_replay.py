@@ -1,0 +1,99 @@
+"""Replay with pywb: the archives eclaw wrote (and their CDXJ indexes, as pywb reads them) give the
+original pages back, byte for byte; a recrawl's revisits give the original's body."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+
+from eclaw.testing import serve
+from tests.archive.helpers import ROOT, crawl
+from tests.archive.pywb import collection, pywb_bin, wayback
+from tests.archive.site import GZ_DECODED, SENT, make_app
+
+
+def captures(index: Path) -> dict[str, tuple[str, str]]:
+    """URL -> (timestamp, kind of record) of each line of a CDXJ index."""
+    found = {}
+    for line in index.read_text().splitlines():
+        _, timestamp, fields = line.split(" ", 2)
+        data = json.loads(fields)
+        found[data["url"]] = (timestamp, data["mime"])
+    return found
+
+
+async def test_pywb_replays_the_archived_pages(tmp_path: Path) -> None:
+    async with serve(make_app()) as base:
+        await crawl("-a", f"base_url={base}", "-o", "first.warc.gz", cwd=tmp_path)
+        await crawl("-a", f"base_url={base}", "-o", "second.warc.gz", cwd=tmp_path)
+    collection(tmp_path, "crawls", [tmp_path / "first.warc.gz", tmp_path / "second.warc.gz"])
+    first, second = captures(tmp_path / "first.cdxj"), captures(tmp_path / "second.cdxj")
+    assert second[base + "/page/0"][1] == "warc/revisit"
+
+    async with wayback(tmp_path) as pywb, aiohttp.ClientSession(auto_decompress=False) as session:
+        for archive in (first, second):
+            for path, (kind, body) in SENT.items():
+                timestamp, _ = archive[base + path]
+                # id_: the original bytes, not rewritten for the browser
+                async with session.get(f"{pywb}/crawls/{timestamp}id_/{base}{path}") as response:
+                    assert response.status == 200, (path, await response.text())
+                    got = await response.read()  # pywb may decode the gzip page itself
+                    if response.headers.get("Content-Encoding") == "gzip":
+                        got = gzip.decompress(got)
+                    assert got == (GZ_DECODED if path == "/gz" else body), path
+                    assert response.headers["Content-Type"] == kind
+        async with session.get(f"{pywb}/crawls/{first[base + '/missing'][0]}id_/{base}/missing") as response:
+            assert response.status == 404  # replayed as archived
+
+
+def doc_commands() -> list[str]:
+    """The commands of docs/archives.md, in order."""
+    text = (ROOT / "docs" / "archives.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```console\n(.*?)```", text, re.S)
+    return [line[2:] for block in blocks for line in block.splitlines() if line.startswith("$ ")]
+
+
+async def shell(command: str, cwd: Path, env: dict[str, str]) -> str:
+    process = await asyncio.create_subprocess_shell(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, (command, stderr.decode()[-2000:])
+    return stdout.decode()
+
+
+async def test_the_commands_of_the_docs_archive_and_replay_a_site(tmp_path: Path) -> None:
+    """docs/archives.md's commands as written: the crawl, the listing it shows, pywb's collection
+    and server (pywb from the tests' own environment, on a free port instead of 8080)."""
+    commands = doc_commands()
+    assert commands[0] == "eclaw crawl myspider.py -o crawl.warc.gz"
+    assert commands[-1] == ".venv-pywb/bin/wayback -p 8080"
+    shutil.copy(Path(__file__).with_name("site.py"), tmp_path / "myspider.py")
+    pywb = str(pywb_bin().parent)
+    async with serve(make_app()) as base:
+        env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "ARCHIVE_SITE": base}
+        await shell(commands[0], tmp_path, env)
+    text = (ROOT / "docs" / "archives.md").read_text(encoding="utf-8")
+    listing = await shell(commands[1], tmp_path, env)
+    assert " ".join(listing.split()) in " ".join(text.split())  # the listing the page shows
+    for command in commands[2:-1]:
+        if not command.startswith("python -m venv"):  # the tests' pywb environment is made already
+            await shell(command.replace(".venv-pywb", pywb), tmp_path, env)
+    server = [*commands[-1].replace(".venv-pywb", pywb).replace("8080", "{port}").split(), "-b", "127.0.0.1"]
+    timestamp = captures(tmp_path / "crawl.cdxj")[base + "/page/1"][0]
+    async with wayback(tmp_path, server) as url, aiohttp.ClientSession() as session:
+        async with session.get(f"{url}/my-crawls/{timestamp}id_/{base}/page/1") as response:
+            assert response.status == 200
+            assert await response.read() == SENT["/page/1"][1]
+        async with session.get(f"{url}/my-crawls/{timestamp}mp_/{base}/page/1") as response:
+            assert response.status == 200 and "<h1>Page 1</h1>" in await response.text()  # rewritten for a browser
+        async with session.get(f"{url}/my-crawls/{timestamp}/{base}/page/1") as response:
+            assert response.status == 200 and "replay_iframe" in await response.text()  # in pywb's frame
