@@ -1,0 +1,196 @@
+"""The markdown outputs through the real CLI: ``-o pages:markdown`` (a ``.md`` file per page) and
+``-o pages.md.jsonl`` (a row per page, ``?chunks=`` adding chunks) on the Python docs served
+locally; HTML pages only, secrets redacted, and each page exactly once after two SIGKILLs and a
+``--state`` resume."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from eclaw.exceptions import ConfigError
+from eclaw.outputs.build import output_for
+from eclaw.testing import serve
+from eclaw.text.writers import page_file_name
+from tests.text.site import TOKEN, docs_folder, make_app
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ROOT = Path(__file__).parents[2]
+SPIDER = str(Path(__file__).with_name("site.py")) + ":DocsSpider"
+
+
+async def start(*args: str, cwd: Path) -> asyncio.subprocess.Process:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-s", "store=", "--log-level", "ERROR", *args,
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def crawl(*args: str, cwd: Path) -> str:
+    process = await start(*args, cwd=cwd)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 180)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    return stdout.decode()
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def front_matter(path: Path) -> dict[str, Any]:
+    head, _, _ = path.read_text(encoding="utf-8").removeprefix("---\n").partition("\n---\n")
+    return {key: json.loads(value) for key, _, value in (line.partition(": ") for line in head.splitlines())}
+
+
+@dataclass
+class Crawled:
+    base: str
+    folder: Path
+    output: str
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def site() -> AsyncIterator[str]:
+    async with serve(make_app(docs_folder())) as base:
+        yield base
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def crawled(site: str, tmp_path_factory: pytest.TempPathFactory) -> Crawled:
+    """One crawl of the docs' tutorial, FAQ and "using" sections (and our pages) into four outputs."""
+    folder = tmp_path_factory.mktemp("pages")
+    output = await crawl(
+        "-a", f"base_url={site}", "-a", f"access_token={TOKEN}", "-a", "sections=tutorial,faq,using",
+        "-o", "pages.md.jsonl", "-o", "pages:markdown",
+        "-o", f"file://{folder}/chunked.md.jsonl?chunks=1500&overlap=100",
+        "-o", "batch-%(batch)03d.md.jsonl", "-s", "output_batch_items=10", cwd=folder,
+    )  # fmt: skip
+    return Crawled(site, folder, output)
+
+
+async def test_one_row_per_html_page(crawled: Crawled) -> None:
+    found = rows(crawled.folder / "pages.md.jsonl")
+    urls = [row["url"].removeprefix(crawled.base) for row in found]
+    assert len(urls) == len(set(urls)) > 30
+    assert {"/latin1.html", "/empty.html", "/docs/tutorial/controlflow.html", "/docs/faq/general.html"} <= set(urls)
+    assert not {"/file.pdf", "/data.json"} & set(urls)  # binary and JSON bodies are no pages
+    by_path = {row["url"].removeprefix(crawled.base): row for row in found}
+    page = by_path["/docs/tutorial/controlflow.html"]
+    assert set(page) == {"url", "title", "language", "fetched", "markdown"}
+    assert page["title"] == "4. More Control Flow Tools" and page["language"] == "en"
+    assert page["markdown"].startswith("# 4. More Control Flow Tools\n\n") and "Previous topic" not in page["markdown"]
+    assert page["fetched"].endswith("Z")
+    assert (by_path["/latin1.html"]["title"], by_path["/latin1.html"]["language"]) == ("Café crème", "fr")
+    assert by_path["/empty.html"]["markdown"] == ""
+
+
+async def test_one_file_per_page_with_front_matter(crawled: Crawled) -> None:
+    files = sorted((crawled.folder / "pages").iterdir())
+    jsonl = {row["url"]: row for row in rows(crawled.folder / "pages.md.jsonl")}
+    assert [f.name for f in files] == sorted(page_file_name(url) for url in jsonl)
+    for file in files:
+        meta = front_matter(file)
+        row = jsonl[meta["url"]]
+        assert meta == {key: row[key] for key in ("url", "title", "language")} | {"fetched": meta["fetched"]}
+        assert file.read_text(encoding="utf-8").endswith(row["markdown"] + "\n")
+    assert (crawled.folder / "pages" / page_file_name(f"{crawled.base}/docs/tutorial/index.html")).exists()
+
+
+async def test_chunks_in_rows(crawled: Crawled) -> None:
+    for row in rows(crawled.folder / "chunked.md.jsonl"):
+        chunks, markdown = row["chunks"], row["markdown"]
+        assert [c["index"] for c in chunks] == list(range(len(chunks)))
+        assert all(len(c["text"]) <= 1500 for c in chunks)
+        assert bool(chunks) == bool(markdown) and (not chunks or chunks[0]["text"] in markdown)
+        if markdown.startswith("# "):
+            assert chunks[0]["headings"][0] == markdown.splitlines()[0][2:]
+
+
+async def test_rotated_files(crawled: Crawled) -> None:
+    batches = sorted(crawled.folder.glob("batch-*.md.jsonl"))
+    found = [rows(batch) for batch in batches]
+    assert len(batches) > 3 and all(len(batch) == 10 for batch in found[:-1]) and 0 < len(found[-1]) <= 10
+    whole = {row["url"] for row in rows(crawled.folder / "pages.md.jsonl")}
+    assert sorted(row["url"] for batch in found for row in batch) == sorted(whole)
+
+
+async def test_secrets_are_redacted(crawled: Crawled) -> None:
+    written = [crawled.folder / "pages.md.jsonl", crawled.folder / "chunked.md.jsonl"]
+    written += list((crawled.folder / "pages").iterdir())
+    for path in written:
+        assert TOKEN not in path.read_text(encoding="utf-8"), path
+    account = next(row for row in rows(written[0]) if "/account.html" in row["url"])
+    assert account["url"].endswith("/account.html?access_token=***")
+    assert "Your API token is ***" in account["markdown"]
+
+
+async def wait_for(condition: Callable[[], bool]) -> None:
+    for _ in range(3000):  # a minute at most
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+async def test_sigkill_twice_then_resume_writes_each_page_once(site: str, crawled: Crawled, tmp_path: Path) -> None:
+    options = ["-a", f"base_url={site}", "-a", "sections=tutorial,faq", "--state", str(tmp_path / "state"),
+               "-o", "pages.md.jsonl", "-o", "pages:markdown", "-s", "checkpoint_interval=0.1"]  # fmt: skip
+    jsonl = tmp_path / "pages.md.jsonl"
+    for threshold in (60_000, 250_000):
+        process = await start(*options, cwd=tmp_path)
+        await wait_for(lambda threshold=threshold: size(jsonl) >= threshold)  # type: ignore[misc]
+        process.kill()  # SIGKILL: no clean-up of any kind
+        assert await process.wait() == -signal.SIGKILL  # killed mid-crawl, not finished
+    await crawl(*options, cwd=tmp_path)
+    written = collections.Counter(row["url"] for row in rows(jsonl))  # every line whole JSON
+    assert max(written.values()) == 1, [url for url, n in written.items() if n > 1]
+    expected = {
+        row["url"] for row in rows(crawled.folder / "pages.md.jsonl")
+        if row["url"].removeprefix(crawled.base).startswith(("/docs/tutorial/", "/docs/faq/", "/latin1", "/empty"))
+    }  # fmt: skip
+    assert set(written) == expected
+    folder = tmp_path / "pages"
+    assert sorted(f.name for f in folder.iterdir()) == sorted(page_file_name(url) for url in expected)  # no .tmp
+
+
+async def test_the_command_of_the_docs(site: str, tmp_path: Path) -> None:
+    """docs/text.md's command as written (its spider: ours, on the tutorial)."""
+    text = (ROOT / "docs" / "text.md").read_text(encoding="utf-8")
+    command = re.findall(r"```console\n\$ (.*?)\n", text)[0].split()
+    assert command[:3] == ["eclaw", "crawl", "spider.py"]
+    await crawl("-a", f"base_url={site}", "-a", "sections=tutorial", *command[3:], cwd=tmp_path)
+    found = rows(tmp_path / "pages.md.jsonl")
+    assert len(found) == len(list((tmp_path / "pages").iterdir())) > 17  # the tutorial and our pages
+    assert (tmp_path / "crawl-state").is_dir()
+
+
+async def test_bad_options_fail_before_the_crawl_in_one_line(site: str, tmp_path: Path) -> None:
+    process = await start("-a", f"base_url={site}", "-o", f"file://{tmp_path}/p.md.jsonl?chunks=lots", cwd=tmp_path)
+    _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2
+    assert stderr.decode().strip().splitlines()[-1].endswith("?chunks= takes a whole number, not 'lots'")
+    assert not (tmp_path / "p.md.jsonl").exists()
+
+
+async def test_without_the_extra_outputs_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "trafilatura", None)  # import trafilatura raises ImportError
+    with pytest.raises(ConfigError, match=r"^markdown outputs: text extraction needs trafilatura: pip install"):
+        output_for("pages:markdown", "spider")
