@@ -1,4 +1,10 @@
-"""The owner of ``ItemParsed``: items through the pipelines (a chain), then to every output (each on its own)."""
+"""The owner of ``ItemParsed``: items through the pipelines (a chain), then to every output (each on its own).
+
+Items go through the pipelines one at a time, in order. A pipeline that waits for something per item
+(the files pipeline: its downloads) may start it early: one with ``prefetch(item)``
+(:class:`Prefetches`) hears of each item as it is submitted, so the waits of the items queued
+behind the current one overlap.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eclaw.contracts import ItemPipeline
 from eclaw.core.records import DeadLetter
@@ -18,9 +24,17 @@ if TYPE_CHECKING:
     from eclaw.spider import Spider
     from eclaw.stats import Stats
 
-__all__ = ["FunctionPipeline", "PipelineRunner", "as_pipeline"]
+__all__ = ["FunctionPipeline", "PipelineRunner", "Prefetches", "as_pipeline"]
 
 logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Prefetches(Protocol):
+    """A pipeline that starts its work on an item when the item is submitted, before its turn."""
+
+    def prefetch(self, item: Any) -> None:
+        """``item`` was submitted (it may still be dropped before this pipeline): start what it needs."""
 
 
 class FunctionPipeline:
@@ -75,6 +89,7 @@ class PipelineRunner:
         done: Callable[[], None],
     ) -> None:
         self.pipelines = pipelines
+        self._prefetchers = [p for p in pipelines if isinstance(p, Prefetches)]
         self.outputs = outputs
         self._spider = spider
         self._dead_letter = dead_letter
@@ -91,6 +106,11 @@ class PipelineRunner:
     def submit(self, event: ItemParsed) -> None:
         """The owner of ``ItemParsed``: counted, queued for the pipelines."""
         self._stats.items_parsed += 1
+        for pipeline in self._prefetchers:
+            try:
+                pipeline.prefetch(event.item)
+            except Exception as exc:  # its process_item will meet the problem again, in its turn
+                logger.warning("prefetch of %r failed: %s: %s", pipeline, type(exc).__name__, exc)
         self._queue.append(event)
         self.submitted += 1
         if not self.held and not self._draining:

@@ -14,11 +14,16 @@ Politeness (:mod:`eclaw.downloaders.pacing`): the frontier hears when each reque
 connection to a polite host is closed after its response unless the host's next request may come
 before keep-alive would expire. A request is sent once per attempt: aiohttp's own silent re-send
 of a request whose connection was reset is off, so retrying is the ``Retry`` middleware's alone.
+
+With ``meta["keep_received"]`` or the ``keep_received`` setting, the final hop's exchange as on the wire
+is kept in ``response.received`` (:mod:`eclaw.http.wire`): the body is then read undecoded and decoded
+here, under the same ``max_response_size`` bound.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import logging
 import ssl
 from collections.abc import Sequence
@@ -44,6 +49,8 @@ from eclaw.exceptions import (
     TruncatedResponse,
 )
 from eclaw.http import Request, Response
+from eclaw.http.types import STREAM_TO, BodySink
+from eclaw.http.wire import KEEP_RECEIVED, Received, Sent, decoder_for
 from eclaw.security.scope import proxy_authorization
 from eclaw.sessions.auth import HostAuth
 from eclaw.sessions.hops import HopHeaders
@@ -130,9 +137,35 @@ class HttpDownloader:
     async def fetch(self, request: Request) -> Response:
         if self._session is None:
             raise RuntimeError("downloader is not open")
-        return await follow(request, self._fetch_once, self._allowed, self._settings.max_redirects, check=self._check)
+        if not self._keeps(request):
+            return await follow(
+                request, self._fetch_once, self._allowed, self._settings.max_redirects, check=self._check
+            )
+        kept: list[Received] = []
 
-    async def _fetch_once(self, request: Request, url: str, method: str, body: bytes, chain: Sequence[str]) -> Hop:
+        async def send(sent: Request, url: str, method: str, body: bytes, chain: Sequence[str]) -> Hop:
+            return await self._fetch_once(sent, url, method, body, chain, kept)
+
+        response = await follow(request, send, self._allowed, self._settings.max_redirects, check=self._check)
+        response.received = kept[-1]
+        return response
+
+    def _keeps(self, request: Request) -> bool:
+        """Whether to keep ``request``'s exchange as on the wire (never for a body read in part: robots.txt)."""
+        meta = request._meta
+        if meta and ("max_body_bytes" in meta or STREAM_TO in meta):
+            return False
+        return bool(meta.get(KEEP_RECEIVED, self._settings.keep_received) if meta else self._settings.keep_received)
+
+    async def _fetch_once(
+        self,
+        request: Request,
+        url: str,
+        method: str,
+        body: bytes,
+        chain: Sequence[str],
+        kept: list[Received] | None = None,
+    ) -> Hop:
         assert self._session is not None
         proxy, proxy_headers = _proxy(request, await hop_proxy(request, url, chain))
         session = self._session
@@ -153,12 +186,16 @@ class HttpDownloader:
                 proxy=proxy,
                 proxy_headers=proxy_headers,
                 timeout=self._timeout_of(request),
+                auto_decompress=kept is None,
             ) as resp:
                 self._hops.received(request, url, resp.headers)
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location and self._follows(request, resp.status):
                     return resp.status, resp.headers, b"", location
-                data = await self._read_body(resp, url, request)
+                if kept is not None:
+                    data = await self._read_wire(resp, url, method, body, kept)
+                else:
+                    data = await self._read_body(resp, url, request)
                 return resp.status, resp.headers, data, self._refresh(request, url, resp, data)
         except DownloadError:
             raise
@@ -218,9 +255,15 @@ class HttpDownloader:
         return target if target is not None and self._follows(request, resp.status) else None
 
     async def _read_body(self, resp: aiohttp.ClientResponse, url: str, request: Request) -> bytes:
-        limit = self._settings.max_response_size
+        limit, keep, meta = self._settings.max_response_size, None, request._meta
+        if meta:
+            keep = meta.get("max_body_bytes")  # read that much, no more (robots.txt)
+            limit = meta.get("max_response_size", limit)
+            sink = meta.get(STREAM_TO)
+            if sink is not None and 200 <= resp.status < 300:
+                await self._stream(resp, url, sink, limit)
+                return b""
         declared = resp.content_length
-        keep = request._meta.get("max_body_bytes") if request._meta else None  # read that much, no more (robots.txt)
         if declared is not None and declared > limit and keep is None:
             raise ResponseTooLarge(f"{url}: Content-Length {declared} > max_response_size {limit}")
         chunks: list[bytes] = []
@@ -236,6 +279,59 @@ class HttpDownloader:
             chunks.append(chunk)
         self.bytes_received += size
         return b"".join(chunks)
+
+
+    async def _stream(self, resp: aiohttp.ClientResponse, url: str, sink: BodySink, limit: int) -> None:
+        """The body to ``sink``, chunk by chunk, never whole in memory; at most ``limit`` bytes."""
+        declared = resp.content_length
+        if declared is not None and declared > limit:
+            raise ResponseTooLarge(f"{url}: Content-Length {declared} > max_response_size {limit}")
+        await sink.begin()
+        size = 0
+        async for chunk in resp.content.iter_chunked(256 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise ResponseTooLarge(f"{url}: body over max_response_size {limit}")
+            await sink.write(chunk)
+        self.bytes_received += size
+
+    async def _read_wire(
+        self, resp: aiohttp.ClientResponse, url: str, method: str, body: bytes, kept: list[Received]
+    ) -> bytes:
+        """The decoded body, the exchange as on the wire appended to ``kept``; ``max_response_size``
+        bounds the bytes received and the bytes decoded."""
+        limit, date, ip = self._settings.max_response_size, dt.datetime.now(dt.UTC), _peer(resp)
+        declared = resp.content_length
+        if declared is not None and declared > limit:
+            raise ResponseTooLarge(f"{url}: Content-Length {declared} > max_response_size {limit}")
+        decoder = decoder_for(resp.headers.get("Content-Encoding"), limit, url)
+        raw: list[bytes] = []
+        decoded: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise ResponseTooLarge(f"{url}: body over max_response_size {limit}")
+            raw.append(chunk)
+            if decoder is not None:
+                decoded.append(decoder.feed(chunk))
+        self.bytes_received += size
+        wire = b"".join(raw)
+        sent = Sent(method, url, tuple(resp.request_info.headers.items()), body)
+        headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+        version = f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1"
+        kept.append(Received(version, resp.status, resp.reason or "", headers, wire, date, ip, sent))
+        return b"".join(decoded) if decoder is not None else wire
+
+
+def _peer(resp: aiohttp.ClientResponse) -> str | None:
+    """The server's address: its connection's, or (a body read at once releases the connection to the
+    pool) its protocol's, which aiohttp keeps; ``None`` once the connection is closed."""
+    connection = resp.connection
+    protocol = connection.protocol if connection is not None else resp._protocol
+    transport = protocol.transport if protocol is not None else None
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return str(peer[0]) if peer else None
 
 
 def _tls_error(url: str, exc: aiohttp.ClientSSLError) -> DownloadError:

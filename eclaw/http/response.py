@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from bs4 import BeautifulSoup
     from parsel import Selector, SelectorList
 
+    from eclaw.http.wire import Received
+    from eclaw.text import Markdown, Page
+
 __all__ = ["LinkRule", "Response", "RuleLinks", "register_rule_links"]
 
 T = TypeVar("T")
@@ -96,6 +99,7 @@ class Response:
     """
 
     __slots__ = ("__dict__", "body", "from_cache", "headers", "request", "status", "url")
+    received: Received | None = None  # the exchange as on the wire, when kept (:mod:`eclaw.http.wire`)
 
     def __init__(
         self,
@@ -257,6 +261,23 @@ class Response:
 
         self._require_text()
         return BeautifulSoup(self.text, "lxml")
+
+    def markdown(self) -> Markdown:
+        """The page's main content as markdown: boilerplate (nav, sidebars, footer) dropped; headings,
+        lists, tables, code kept; with ``.page_title``, ``.language``, ``.chunks()`` (:mod:`eclaw.text`,
+        ``pip install 'eclaw[text]'``)."""
+        return self._text_page.markdown
+
+    def main_text(self) -> str:
+        """The page's main content as plain text (see :meth:`markdown`)."""
+        return self._text_page.text
+
+    @lazy
+    def _text_page(self) -> Page:
+        from eclaw.text.extract import extract_page
+
+        self._require_text()
+        return extract_page(self)
 
     def json(self) -> Any:
         """The body parsed as JSON."""

@@ -1,4 +1,5 @@
-"""Types the HTTP values share: a callback, a request's options, and what a page offers to build requests.
+"""Types the HTTP values share: a callback, a request's options, what a page offers to build requests,
+and where a streamed body goes.
 
 They stand apart so that the modules using them (requests, responses, forms) need not import each other.
 """
@@ -8,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypedDict
 
-__all__ = ["Callback", "Page", "RequestOptions"]
+__all__ = ["STREAM_TO", "BodySink", "Callback", "Page", "RequestOptions"]
+
+STREAM_TO = "stream_to"  # the request meta key of a BodySink: the body goes there, not into memory
 
 Callback = Callable[..., Any]
 
@@ -40,3 +43,15 @@ class Page(Protocol):
     def encoding(self) -> str: ...
 
     def urljoin(self, url: str) -> str: ...
+
+
+class BodySink(Protocol):
+    """Where a streamed response body goes (``meta["stream_to"]``), chunk by chunk as it arrives,
+    for a 2xx response; ``response.body`` is then empty. ``meta["max_response_size"]`` (else the
+    setting) still bounds it."""
+
+    async def begin(self) -> None:
+        """A new attempt starts (a retry): forget what the last one wrote."""
+
+    async def write(self, data: bytes) -> None:
+        """The next chunk of the body."""
