@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 from eclaw import __version__
-from eclaw.exceptions import EclawError
+from eclaw.exceptions import ConfigError, EclawError
 from eclaw.observe.report import lifecycle, read_trace, render_report
 from eclaw.settings import Settings
 from eclaw.spider import load_spiders
@@ -31,6 +32,9 @@ def add_parsers(sub: Any) -> None:
     report = sub.add_parser("report", help="an HTML report (charts) of a --trace file")
     report.add_argument("file", help="the --trace file of a crawl (JSONL)")
     report.add_argument("-o", "--output", default="report.html", help="the HTML file (default: report.html)")
+    report.add_argument(
+        "--monitors", metavar="FILE", help="a crawl's monitor results (eclaw-data/SPIDER.monitors.json) to show"
+    )
     sub.add_parser("version", help="print the version")
 
 
@@ -51,7 +55,8 @@ def _trace(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    page = render_report(read_trace(args.file), title=f"eclaw report: {args.file}")
+    monitors = _monitor_results(args.monitors)
+    page = render_report(read_trace(args.file), title=f"eclaw report: {args.file}", monitors=monitors)
     try:
         Path(args.output).write_text(page, encoding="utf-8")
     except OSError as exc:
@@ -94,6 +99,20 @@ def _runs(target: str | None, settings: Settings) -> int:
                 f"{stats.get('requests_failed', 0):>6} {len(run['warnings'])}"
             )
     return 0
+
+
+def _monitor_results(file: str | None) -> dict[str, Any] | None:
+    """``--monitors FILE`` read, or a one-line error."""
+    if not file:
+        return None
+    try:
+        results = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise ConfigError(f"--monitors {file}: cannot read its results ({why})") from None
+    if not isinstance(results, dict):
+        raise ConfigError(f"--monitors {file}: not a monitors results file (a JSON object)")
+    return results
 
 
 COMMANDS = {"version": _version, "list": _list, "trace": _trace, "report": _report, "runs": _runs_command}

@@ -285,10 +285,24 @@ def _failures(failed: list[Record], snapshots: dict[tuple[str, str], Path], limi
     return _section("Top failing URLs", f'<table class="failures">{head}{"".join(rows)}</table>{more}')
 
 
-def render_report(records: list[Record], *, title: str = "eclaw crawl report") -> str:
+def _monitors(results: Record | None) -> str:
+    """The Monitors section: each monitor's verdict, from the run's results file (eclaw.monitors)."""
+    if results is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(str(r.get('name')))}</td><td>{'ok' if r.get('ok') else '<b>FAILED</b>'}</td>"
+        f"<td>{html.escape(str(r.get('message', '')))}</td></tr>"
+        for r in results.get("results", [])
+    )
+    verdict = "all passed" if results.get("ok") else "some FAILED"
+    return _section(f"Monitors ({verdict})", f"<table>{rows}</table>" if rows else "<p>no monitor</p>")
+
+
+def render_report(records: list[Record], *, title: str = "eclaw crawl report", monitors: Record | None = None) -> str:
     """A self-contained HTML page (no scripts) summarising a trace: where requests ended, throughput,
     status codes, a latency histogram, failures by reason, domain and URL (each URL linked to its
-    error snapshot when the crawl saved one), drops by reason, items by type, the escalation ladder."""
+    error snapshot when the crawl saved one), drops by reason, items by type, the escalation ladder;
+    and the monitors' verdicts when ``monitors`` (the run's results file, read as JSON) is given."""
     downloaded = [r for r in records if r["event"] == "ResponseDownloaded"]
     failed = [r for r in records if r["event"] == "RequestFailed" and r.get("final", True)]
     stored = [r for r in records if r["event"] == "ItemStored"]
@@ -315,6 +329,7 @@ def render_report(records: list[Record], *, title: str = "eclaw crawl report") -
     )
     body = [
         f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p><p>{html.escape(_requests(counts))}</p>",
+        _monitors(monitors),
         _columns("Throughput over time", throughput, span=buckets * per, x="seconds", y="responses/s"),
         _bars("Status codes", sorted(statuses.items())),
         _columns("Download latency", histogram, span=slowest, x="seconds", y=f"downloads (of {len(latencies)})"),
