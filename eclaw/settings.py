@@ -43,6 +43,20 @@ class Settings:
             means no limit of its own: ``timeout`` bounds the whole download, as in Scrapy.
         timeout: seconds for a whole download, redirects excluded.
         max_response_size: bytes (after decompression) above which a body is refused.
+        keep_received: keep each response's exchange as on the wire in ``response.received``
+            (``eclaw.http.wire``; per request: ``meta["keep_received"]``).
+        files_store: the directory of the files pipeline (``eclaw.media``, docs: files); empty: none.
+        files_expires: days a stored file stays up to date (not fetched again).
+        files_urls_field: the item field naming the files to download.
+        files_result_field: the item field the files pipeline fills in.
+        files_max_size: bytes above which a file is refused (streamed: not held in memory).
+        files_drop_failed: drop an item one of whose files failed (else it is stored, the failure noted).
+        images_urls_field: the item field naming the images to download (``ImagesPipeline``).
+        images_result_field: the item field the images pipeline fills in.
+        images_thumbs: JPEG thumbnails to make, ``name=WIDTHxHEIGHT`` comma-separated
+            (``small=50x50,big=270x270``); empty: none.
+        images_min_width: images narrower than this (pixels, upright) are refused; 0: any.
+        images_min_height: images lower than this are refused; 0: any.
         max_redirects: redirect hops followed before failing.
         max_depth: link depth limit; 0 means unlimited.
         max_url_length: longer URLs are dropped (and listed in ``drops``); servers take 8 KB.
@@ -62,6 +76,8 @@ class Settings:
             such crawl records a run row with its data-quality profile; empty is off.
         run_key: names this run's output: key-less items of the same run key are
             replaced by a re-run, and output paths may use ``{run_key}``.
+        outputs: output specs separated by spaces, as ``-o`` takes them (``items.jsonl.gz -``), for a
+            crawl given none (no ``-o``, no ``Engine(outputs=...)``); empty: the ``store``.
         output_batch_items: rotate outputs with ``%(batch)05d`` in their path every N items.
         output_batch_bytes: ... or every N bytes.
         output_partition_by: comma-separated fields partitioning Parquet outputs (hive-style).
@@ -178,6 +194,18 @@ class Settings:
     read_timeout: float = 0.0
     timeout: float = 60.0
     max_response_size: int = 10 * 1024 * 1024
+    keep_received: bool = False
+    files_store: str = ""
+    files_expires: float = 90.0
+    files_urls_field: str = "file_urls"
+    files_result_field: str = "files"
+    files_max_size: int = 1024 * 1024 * 1024
+    files_drop_failed: bool = False
+    images_urls_field: str = "image_urls"
+    images_result_field: str = "images"
+    images_thumbs: str = ""
+    images_min_width: int = 0
+    images_min_height: int = 0
     max_redirects: int = 10
     max_depth: int = 0
     max_url_length: int = 8192
@@ -191,6 +219,7 @@ class Settings:
     dead_letter: str = "eclaw-data/{spider}/dead-letter.jsonl"
     store: str = "eclaw-data/{spider}.sqlite"
     run_key: str = "default"
+    outputs: str = ""
     output_batch_items: int = 0
     output_batch_bytes: int = 0
     output_partition_by: str = ""
