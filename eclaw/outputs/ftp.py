@@ -1,0 +1,175 @@
+"""``ftp://user:password@host/dir/items.jsonl`` and ``ftps://`` (explicit TLS, ``AUTH TLS``): uploaded at the end.
+
+The standard library's :mod:`ftplib` speaks the protocol (FTPS with the system's trusted certificates).
+Bytes go into a local spool (``tempfile.gettempdir()/eclaw-spool``) as the crawl runs; a checkpoint
+syncs it to disk; :meth:`FtpSink.finish` stores the whole file on the server (``STOR``, replacing
+what is there). A killed run's spool is cut back to its checkpoint and continued. An FTP server
+cannot take back a file stored half-way, so the sink says ``exactly_once = False``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ftplib
+import hashlib
+import os
+import posixpath
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from eclaw.exceptions import ConfigError
+from eclaw.outputs.api import Destination, OutputSpec, Sink
+from eclaw.security.redact import redact_url
+
+__all__ = ["FTP", "FtpDestination", "FtpSink"]
+
+TIMEOUT = 15.0
+
+
+def _connect(location: str) -> ftplib.FTP:
+    url = urlsplit(location)
+    tls = url.scheme == "ftps"
+    ftp: ftplib.FTP = ftplib.FTP_TLS(timeout=TIMEOUT) if tls else ftplib.FTP(timeout=TIMEOUT)
+    try:
+        ftp.connect(url.hostname or "", url.port or 21)
+        ftp.login(unquote(url.username or "anonymous"), unquote(url.password or ""))
+        if isinstance(ftp, ftplib.FTP_TLS):
+            ftp.prot_p()  # the data connection encrypted too
+    except BaseException:
+        ftp.close()
+        raise
+    return ftp
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return redact_url(text)
+
+
+def _path(location: str) -> str:
+    path = unquote(urlsplit(location).path)
+    if not path or path.endswith("/"):
+        raise ConfigError(f"output {redact_url(location)}: an FTP location is ftp://[USER[:PASSWORD]@]HOST/PATH")
+    return path
+
+
+class FtpSink:
+    """One remote file: a local spool, stored whole at the end."""
+
+    exactly_once = False
+
+    def __init__(self, location: str, spool: Path, *, truncate: bool) -> None:
+        self.location, self.spool = location, spool
+        spool.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if truncate else 0)
+        self._fd: int | None = os.open(spool, flags, 0o600)
+        self._size = 0 if truncate else os.fstat(self._fd).st_size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def write(self, data: bytes) -> None:
+        assert self._fd is not None, "sink closed"
+        try:
+            os.pwrite(self._fd, data, self._size)
+        except OSError:
+            os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(data)
+
+    async def commit(self) -> dict[str, Any]:
+        assert self._fd is not None, "sink closed"
+        await asyncio.to_thread(os.fsync, self._fd)
+        return {"size": self._size}
+
+    async def resume(self, saved: dict[str, Any]) -> None:
+        assert self._fd is not None, "sink closed"
+        size = int(saved["size"])
+        if os.fstat(self._fd).st_size < size:
+            raise ConfigError(f"output {redact_url(self.location)}: its spool {self.spool} is shorter than the"
+                              " saved crawl wrote; remove the state directory to start over")  # fmt: skip
+        os.ftruncate(self._fd, size)
+        self._size = size
+
+    def _store(self) -> None:
+        ftp = _connect(self.location)
+        try:
+            with open(self.spool, "rb") as file:
+                ftp.storbinary(f"STOR {_path(self.location)}", file)
+        finally:
+            ftp.close()
+
+    async def finish(self) -> None:
+        assert self._fd is not None, "sink closed"
+        await asyncio.to_thread(os.fsync, self._fd)
+        try:
+            await asyncio.to_thread(self._store)
+        except (OSError, ftplib.Error, EOFError) as error:  # the spool stays: a resumed run stores it
+            raise OSError(f"output {redact_url(self.location)}: {_reason(error)}") from None
+        os.close(self._fd)
+        self._fd = None
+        self.spool.unlink(missing_ok=True)
+
+
+class FtpDestination:
+    """The files of one ``ftp://`` or ``ftps://`` spec."""
+
+    def _spool(self, location: str) -> Path:
+        name = hashlib.sha256(location.encode()).hexdigest()[:32]
+        return Path(tempfile.gettempdir()) / "eclaw-spool" / name
+
+    def check(self, location: str) -> None:
+        directory = posixpath.dirname(_path(location)) or "/"
+        try:
+            ftp = _connect(location)
+            try:
+                ftp.cwd(directory)
+            finally:
+                ftp.close()
+        except (OSError, ftplib.Error, EOFError) as error:
+            raise ConfigError(f"output {redact_url(location)}: {_reason(error)}") from None
+
+    def open(self, location: str) -> Sink:
+        return FtpSink(location, self._spool(location), truncate=True)
+
+    def reopen(self, location: str) -> Sink:
+        return FtpSink(location, self._spool(location), truncate=False)
+
+    def remove(self, location: str) -> bool:
+        try:
+            ftp = _connect(location)
+            try:
+                ftp.delete(_path(location))
+            finally:
+                ftp.close()
+        except (OSError, ftplib.Error, EOFError):
+            return False
+        return True
+
+    def staging_path(self, location: str) -> Path:
+        return self._spool(location).with_suffix(".staged")
+
+    async def upload(self, staged: Path, location: str) -> None:
+        def store() -> None:
+            ftp = _connect(location)
+            try:
+                with open(staged, "rb") as file:
+                    ftp.storbinary(f"STOR {_path(location)}", file)
+            finally:
+                ftp.close()
+
+        try:
+            await asyncio.to_thread(store)
+        except (OSError, ftplib.Error, EOFError) as error:
+            raise OSError(f"output {redact_url(location)}: {_reason(error)}") from None
+
+
+class _Factory:
+    def make(self, spec: OutputSpec) -> Destination:
+        return FtpDestination()
+
+
+FTP = _Factory()

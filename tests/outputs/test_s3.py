@@ -1,0 +1,172 @@
+"""``-o s3://bucket/key``: against a real moto S3 server on 127.0.0.1. A crawl delivers every item once;
+SIGKILL then ``--state`` resume still gives every item once; parts ≥ 5 MiB are sent at checkpoints and
+a killed run's upload is resumed or redone; a bad bucket, credentials or endpoint is one line, exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eclaw.outputs.s3 import PART_SIZE, S3Destination
+from eclaw.outputs.spec import parse_spec
+from eclaw.testing import serve
+from tests.outputs.servers import CREDENTIALS, free_port, moto_server, s3_client
+from tests.state.site import expected, make_app
+
+ROOT = Path(__file__).parents[2]
+SPIDER = str(ROOT / "tests" / "state" / "site.py") + ":StateSpider"
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_server() as url:
+        client: Any = s3_client(url)
+        client.create_bucket(Bucket="items")
+        yield url
+
+
+@pytest.fixture(autouse=True)
+def aws_env(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}.items():
+        monkeypatch.setenv(name, value)
+
+
+def env(endpoint: str, **extra: str) -> dict[str, str]:
+    """The child's environment; an ``extra`` value ``""`` removes that variable."""
+    full = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "TMPDIR": os.environ.get("TMPDIR", "/tmp"),
+            "HOME": os.environ.get("HOME", "/root"), "AWS_CONFIG_FILE": "/nonexistent",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_EC2_METADATA_DISABLED": "true",
+            **CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, **extra}  # fmt: skip
+    return {name: value for name, value in full.items() if value}
+
+
+def pages_in(endpoint: str, key: str) -> list[int]:
+    body = s3_client(endpoint).get_object(Bucket="items", Key=key)["Body"].read()  # type: ignore[attr-defined]
+    return [int(json.loads(line)["page"]) for line in gzip.decompress(body).splitlines()]
+
+
+async def start(endpoint: str, base: str, tmp: Path, key: str, **extra: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
+        "-o", str(tmp / "gauge.jsonl"), "-o", f"s3://items/{key}", "-s", "checkpoint_interval=0.2",
+        "-s", f"failures={tmp / 'failures.jsonl'}", "-s", f"dead_letter={tmp / 'dead.jsonl'}", "-s", "store=",
+        "--log-level", "WARNING", cwd=tmp, env=env(endpoint, **extra), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def kill_when(process: asyncio.subprocess.Process, count: int, tmp: Path) -> None:
+    gauge = tmp / "gauge.jsonl"
+    for _ in range(3000):  # a minute at most
+        if (gauge.exists() and gauge.read_bytes().count(b"\n") >= count) or process.returncode is not None:
+            break
+        await asyncio.sleep(0.02)
+    process.kill()
+    await process.wait()
+
+
+async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path) -> None:
+    async with serve(make_app(delay=0)) as base:
+        process = await start(endpoint, base, tmp_path, "{spider}.jsonl.gz")
+        _, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    pages = pages_in(endpoint, "state-site.jsonl.gz")
+    assert sorted(pages) == sorted(expected()[0])
+
+
+async def test_sigkill_then_resume_gives_every_item_once(endpoint: str, tmp_path: Path) -> None:
+    parsed = expected()[0]
+    async with serve(make_app()) as base:
+        for target in (len(parsed) // 4, len(parsed) // 2):
+            process = await start(endpoint, base, tmp_path, "killed.jsonl.gz")
+            await kill_when(process, target, tmp_path)
+        process = await start(endpoint, base, tmp_path, "killed.jsonl.gz")
+        _, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    pages = pages_in(endpoint, "killed.jsonl.gz")
+    assert len(pages) == len(set(pages)), "an item was written twice"
+    assert set(pages) == parsed
+
+
+def sink_for(key: str) -> Any:
+    destination = S3Destination(parse_spec(f"s3://items/{key}"))
+    return destination, destination.open(f"s3://items/{key}")
+
+
+async def test_parts_at_checkpoints_and_a_killed_upload_resumed(endpoint: str) -> None:
+    destination, sink = sink_for("big.jsonl")
+    chunk = os.urandom(PART_SIZE // 2)
+    sink.write(chunk)
+    assert (await sink.commit())["parts"] == []  # under 5 MiB: kept in the spool
+    sink.write(chunk)
+    saved = await sink.commit()
+    assert len(saved["parts"]) == 1 and saved["upload_id"]
+    sink.write(b"after the checkpoint, never delivered")
+    sink._fd = None  # the process dies here: nothing closed, nothing completed
+    again = destination.reopen("s3://items/big.jsonl")
+    await again.resume(saved)
+    again.write(b"tail")
+    await again.finish()
+    body = s3_client(endpoint).get_object(Bucket="items", Key="big.jsonl")["Body"].read()  # type: ignore[attr-defined]
+    assert body == chunk + chunk + b"tail"
+
+
+async def test_a_vanished_upload_is_redone_from_the_spool(endpoint: str) -> None:
+    destination, sink = sink_for("redo.jsonl")
+    data = os.urandom(PART_SIZE)
+    sink.write(data)
+    saved = await sink.commit()
+    s3_client(endpoint).abort_multipart_upload(Bucket="items", Key="redo.jsonl", UploadId=saved["upload_id"])  # type: ignore[attr-defined]
+    again = destination.reopen("s3://items/redo.jsonl")
+    await again.resume(saved)
+    await again.finish()
+    body = s3_client(endpoint).get_object(Bucket="items", Key="redo.jsonl")["Body"].read()  # type: ignore[attr-defined]
+    assert body == data
+
+
+async def test_a_failed_commit_keeps_the_bytes_for_the_next(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()
+    with moto_server(port) as url:
+        s3_client(url).create_bucket(Bucket="items")  # type: ignore[attr-defined]
+        destination = S3Destination(parse_spec(f"s3://items/later.jsonl?endpoint={url}"))
+        sink = destination.open("s3://items/later.jsonl")
+        data = os.urandom(PART_SIZE)
+        sink.write(data)
+    saved = await sink.commit()  # the server is gone: one line, the bytes kept
+    assert saved["parts"] == [] and saved["size"] == len(data)
+    said = [r.getMessage() for r in caplog.records if r.name == "eclaw.outputs.s3"]
+    assert len(said) == 1 and said[0].startswith("output s3://items/later.jsonl: "), said
+    with moto_server(port) as url:  # back (moto's memory is empty: the bucket made again)
+        s3_client(url).create_bucket(Bucket="items")  # type: ignore[attr-defined]
+        await sink.commit()
+        await sink.finish()
+        assert s3_client(url).get_object(Bucket="items", Key="later.jsonl")["Body"].read() == data  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("spec", "extra", "said"),
+    [("s3://nosuch/x.jsonl", {}, "output s3://nosuch/x.jsonl: the bucket does not exist"),
+     ("s3://items/x.jsonl", {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}, "output s3://items/x.jsonl: "),
+     ("s3://items/x.jsonl", {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
+      "output s3://items/x.jsonl: Unable to locate credentials")],
+)  # fmt: skip
+def test_bad_bucket_endpoint_or_credentials_is_one_line_and_exit_2(
+    endpoint: str, tmp_path: Path, spec: str, extra: dict[str, str], said: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-o", spec,
+         "-s", "store="], cwd=tmp_path, env=env(endpoint, **extra), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "testing-secret" not in result.stderr
