@@ -1,5 +1,5 @@
 """Command line: ``eclaw crawl|replay|shell|fetch|parse|new|worker|seed|status|runs|trace|report|flow|list|demo|
-version`` (also ``python -m eclaw``). Each command lives in a module of this package.
+serve|jobs|schedules|version`` (also ``python -m eclaw``). Each command lives in a module of this package.
 
 Exit codes: 0 the crawl finished (or paused with its state saved) and every item
 reached every output; 1 an unexpected error (a bug: a traceback is shown); 2 bad
@@ -15,7 +15,7 @@ import gc
 import sys
 from collections.abc import Callable, Sequence
 
-from eclaw.cli import cluster, crawl, demo, fetch, flow, inspect, new, parse, replay, shell
+from eclaw.cli import cluster, crawl, demo, fetch, flow, inspect, jobs, new, parse, replay, serve, shell
 from eclaw.exceptions import EclawError
 
 __all__ = ["command", "main"]
@@ -32,6 +32,8 @@ COMMANDS: dict[str, Command] = {
     "new": new.run,
     **dict.fromkeys(("worker", "seed", "status"), cluster.run),
     **inspect.COMMANDS,
+    "serve": serve.run,
+    **jobs.COMMANDS,
 }
 
 
@@ -39,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     """The whole command line (the reference documentation is generated from it)."""
     parser = argparse.ArgumentParser(prog="eclaw", description="Event-driven asyncio web crawler.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (crawl, replay, shell, fetch, parse, new, inspect, demo, flow, cluster):
+    for module in (crawl, replay, shell, fetch, parse, new, inspect, demo, flow, cluster, serve, jobs):
         module.add_parsers(sub)
     return parser
 
