@@ -366,9 +366,10 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Defaults overridden by ``ECLAW_<KEY>`` variables (``ECLAW_CONCURRENCY=32``)."""
+        """Defaults overridden by ``ECLAW_<KEY>`` variables (``ECLAW_CONCURRENCY=32``); the service's client
+        variables (``ECLAW_SERVER``, ``ECLAW_SERVE_TOKEN``) are not settings."""
         env = os.environ if environ is None else environ
-        values = {k[len("ECLAW_") :]: v for k, v in env.items() if k.startswith("ECLAW_")}
+        values = {k[len("ECLAW_") :]: v for k, v in env.items() if k.startswith("ECLAW_") and k not in _NOT_SETTINGS}
         try:
             return cls().replace(values)
         except ConfigError as exc:
@@ -377,6 +378,9 @@ class Settings:
     @classmethod
     def names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
+
+
+_NOT_SETTINGS = frozenset({"ECLAW_SERVER", "ECLAW_SERVE_TOKEN"})  # read by eclaw serve and its clients
 
 
 def _check_browser(settings: Settings) -> None:

@@ -126,3 +126,9 @@ def test_allowed_domain_port_is_ignored() -> None:
 def test_request_rejects_non_callable_callback() -> None:
     with pytest.raises(TypeError, match="callback must be callable"):
         Request("http://x.test/", callback="parse")  # type: ignore[arg-type]
+
+
+def test_the_service_clients_variables_are_not_settings() -> None:
+    """``ECLAW_SERVER`` and ``ECLAW_SERVE_TOKEN`` (eclaw serve's clients) never fail a crawl's settings."""
+    settings = Settings.from_env({"ECLAW_SERVE_TOKEN": "t0ken", "ECLAW_SERVER": "http://127.0.0.1:1", "ECLAW_RETRIES": "1"})
+    assert settings.retries == 1
