@@ -130,5 +130,6 @@ def test_request_rejects_non_callable_callback() -> None:
 
 def test_the_service_clients_variables_are_not_settings() -> None:
     """``ECLAW_SERVER`` and ``ECLAW_SERVE_TOKEN`` (eclaw serve's clients) never fail a crawl's settings."""
-    settings = Settings.from_env({"ECLAW_SERVE_TOKEN": "t0ken", "ECLAW_SERVER": "http://127.0.0.1:1", "ECLAW_RETRIES": "1"})
+    environ = {"ECLAW_SERVE_TOKEN": "t0ken", "ECLAW_SERVER": "http://127.0.0.1:1", "ECLAW_RETRIES": "1"}
+    settings = Settings.from_env(environ)
     assert settings.retries == 1
