@@ -10,7 +10,7 @@ VENV_VERSION = $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version
 # $(call python,3.X): python3.X; PYENV_VERSION lets a pyenv shim run it when `pyenv global` names another version.
 python = PYENV_VERSION=$(1) python$(1)
 
-.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes bench-browser bench-costs bench-ladder clean test-servers
+.PHONY: install demo demo-flow report-check test suite lint docs bench bench-broad soak frontier cluster-bench bench-processes bench-browser bench-costs bench-ladder bench-outputs bench-files bench-service service-shots clean test-servers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -116,6 +116,23 @@ bench-costs: $(STAMP)
 ## bench-ladder: CPU of the escalation ladder where 5 % of 1,000 pages need the browser, against routing them by hand
 bench-ladder: $(STAMP) test-servers
 	$(BIN)/python -m bench.ladder $(BENCH_ARGS)
+
+## bench-outputs: a 20,000-page crawl written to a local .jsonl and to s3://…jsonl.gz on a local S3 server, alternated
+bench-outputs: $(STAMP)
+	$(BIN)/python -m bench.outputs $(BENCH_ARGS)
+
+## bench-files: eclaw's FilesPipeline vs Scrapy's on 1,000 files of 1 MB and one of 1 GB from nginx (about 4 GB in /tmp)
+bench-files: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m bench.files $(BENCH_ARGS)
+
+## bench-service: 20 schedules every minute for 10 minutes, 4 crawls at once, a kill -9 of the service halfway
+bench-service: $(STAMP)
+	$(BIN)/python -m bench.service $(BENCH_ARGS)
+
+## service-shots: screenshots of the service's web UI (docs/service-*.png) in headless Chromium
+service-shots: $(STAMP)
+	SERVICE_SHOTS=1 $(BIN)/python -m pytest tests/service/test_ui.py -q -p no:cacheprovider
 
 ## soak: 10 minutes against an endless local site full of faults, sampling RSS (not in CI)
 soak: $(STAMP)
