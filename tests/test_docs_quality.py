@@ -35,6 +35,7 @@ RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const)
 OTHER_PROJECTS = frozenset(
     {
         "CookiesMiddleware",
+        "HeadBucket",  # S3's API call (docs/destinations.md)
         "CrawlSpider",
         "FormRequest",
         "ItemLoader",

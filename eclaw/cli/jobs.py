@@ -47,29 +47,34 @@ def request(server: str, method: str, path: str, body: Any = None) -> Any:
 def add_parsers(sub: Any) -> None:
     """Add ``jobs`` and ``schedules`` to the command line."""
     server = argparse.ArgumentParser(add_help=False)
-    server.add_argument("--server", default=os.environ.get("ECLAW_SERVER", _DEFAULT), metavar="URL")
+    server.add_argument(
+        "--server", default=os.environ.get("ECLAW_SERVER", _DEFAULT), metavar="URL",
+        help="the eclaw serve to ask (default: $ECLAW_SERVER, else the local one); token from $ECLAW_SERVE_TOKEN",
+    )  # fmt: skip
     server.add_argument("--json", action="store_true", help="print the API's JSON")
     jobs = sub.add_parser("jobs", help="start, list, show and cancel jobs of eclaw serve")
     jsub = jobs.add_subparsers(dest="action", required=True)
     start = jsub.add_parser("start", parents=[server], help="queue a job")
     start.add_argument("spider", help="a spider name or FILE.py:Class of the project")
-    start.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE")
+    start.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
     start.add_argument("--monitors", default=None, metavar="FILE", help="a monitors file of the project")
     jsub.add_parser("list", parents=[server], help="jobs, newest first")
     for action, text in (("show", "one job"), ("cancel", "stop a job gracefully"), ("resume", "resume a stopped job"),
                          ("logs", "a job's log tail"), ("items", "a job's first items")):  # fmt: skip
-        jsub.add_parser(action, parents=[server], help=text).add_argument("id", type=int)
+        jsub.add_parser(action, parents=[server], help=text).add_argument("id", type=int, help="the job's id")
     schedules = sub.add_parser("schedules", help="add, list and remove cron schedules of eclaw serve")
     ssub = schedules.add_subparsers(dest="action", required=True)
     add = ssub.add_parser("add", parents=[server], help="add a schedule")
-    add.add_argument("spider")
+    add.add_argument("spider", help="a spider name or FILE.py:Class of the project")
     add.add_argument("cron", help="cron expression: 5 fields, or 6 with seconds last (quote it)")
     add.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
     add.add_argument("--missed", choices=("skip", "catchup"), default="skip", help="missed slots after downtime")
-    add.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE")
+    add.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE", help="spider argument")
     ssub.add_parser("list", parents=[server], help="schedules")
     for action in ("show", "remove", "enable", "disable"):
-        ssub.add_parser(action, parents=[server], help=f"{action} a schedule").add_argument("id", type=int)
+        ssub.add_parser(action, parents=[server], help=f"{action} a schedule").add_argument(
+            "id", type=int, help="the schedule's id"
+        )
 
 
 def _pairs(values: list[str]) -> dict[str, str]:

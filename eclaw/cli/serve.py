@@ -17,7 +17,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("serve", help="run jobs and schedules of a project behind a JSON API")
     p.add_argument("--project", required=True, metavar="DIR", help="the directory of spider files")
     p.add_argument("--host", default="127.0.0.1", help="bind address (not local: needs a token)")
-    p.add_argument("--port", type=int, default=8700)
+    p.add_argument("--port", type=int, default=8700, help="the port of the API and the web UI (default 8700)")
     p.add_argument("--max-jobs", type=int, default=2, metavar="K", help="crawls at once; the rest queue (FIFO)")
     p.add_argument("--token", default=None, help="API token (default: $ECLAW_SERVE_TOKEN)")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds from SIGINT to SIGKILL on cancel")
