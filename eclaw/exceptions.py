@@ -147,6 +147,13 @@ class ConnectError(DownloadError, ConnectionError):
     reason = "connect error"
 
 
+class DnsError(DownloadError):
+    """The host name did not resolve (NXDOMAIN, no address, or the DNS server failed after
+    ``dns_retries`` tries). Not a :class:`ConnectError`: ``Retry`` does not retry it."""
+
+    reason = "dns"
+
+
 class ConnectionLost(ConnectError):
     """The server closed or reset the connection before the response ended."""
 

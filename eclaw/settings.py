@@ -89,6 +89,16 @@ class Settings:
         drops: JSONL file of in-scope requests dropped by a policy (url too long, max depth,
             robots, offsite redirect, a middleware's ``IgnoreRequest``); empty turns it off.
         retries: retries after a failed attempt (``Retry`` middleware); 0 turns retrying off.
+        dns_resolver: "system" (the default) or "async" (c-ares via aiodns, a TTL cache shared by the crawl,
+            names in /etc/hosts not read: DNS only; docs/performance.md).
+        dns_servers: DNS servers for the async resolver, comma-separated "ip" or "ip:port"; empty:
+            the system's.
+        dns_cache_ttl_min: shortest time (s) an answer is cached (its TTL is raised to this).
+        dns_cache_ttl_max: longest time (s) an answer is cached (its TTL is cut to this).
+        dns_negative_ttl: how long (s) NXDOMAIN / no answer is cached.
+        dns_max_in_flight: DNS lookups in flight at once.
+        dns_retries: tries again after a DNS timeout or server failure (NXDOMAIN is never
+            retried; a failed lookup has reason ``dns``).
         obey_robots: fetch and obey robots.txt (``Robots`` middleware).
         autothrottle: adapt each host's delay to its latency (``Throttle`` middleware).
         http_cache: directory of an ``HttpCache`` for development; empty is off.
@@ -227,6 +237,13 @@ class Settings:
     failures: str = "eclaw-data/{spider}/failures.jsonl"
     drops: str = "eclaw-data/{spider}/drops.jsonl"
     retries: int = 3
+    dns_resolver: Literal["async", "system"] = "system"
+    dns_servers: str = ""
+    dns_cache_ttl_min: float = 30.0
+    dns_cache_ttl_max: float = 3600.0
+    dns_negative_ttl: float = 30.0
+    dns_max_in_flight: int = 100
+    dns_retries: int = 1
     obey_robots: bool = False
     autothrottle: bool = False
     http_cache: str = ""
@@ -300,6 +317,7 @@ class Settings:
             "dupefilter_capacity",
             "max_url_length",
             "checkpoint_requests",
+            "dns_max_in_flight",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name!r} must be at least 1, got {getattr(self, name)!r}")
@@ -309,6 +327,9 @@ class Settings:
             "max_depth",
             "shutdown_timeout",
             "retries",
+            "dns_retries",
+            "dns_cache_ttl_min",
+            "dns_negative_ttl",
             "output_batch_items",
             "output_batch_bytes",
             "quality_count_ratio",

@@ -27,7 +27,7 @@ import datetime as dt
 import logging
 import ssl
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from yarl import URL
@@ -39,6 +39,7 @@ from eclaw.downloaders.socks import SocksPools, is_socks, proxy_name
 from eclaw.downloaders.tls import certificate_error, handshake_error
 from eclaw.exceptions import (
     BadRequest,
+    ConfigError,
     ConnectError,
     ConnectionLost,
     DownloadError,
@@ -74,6 +75,7 @@ class HttpDownloader:
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._resolver: Any = None  # a resolver of ours (dns_resolver="async"), closed with the session
         self._jars: CookieJars | None = None
         self._pacing: Pacing | None = None
         self._check: HopCheck | None = None
@@ -104,8 +106,16 @@ class HttpDownloader:
             sock_read=settings.read_timeout or None,  # each chunk restarts a timer: off unless asked for
         )
         limit, per_host, verify = settings.concurrency, settings.concurrency_per_domain, settings.verify_tls
+        names: dict[str, Any] = {"ttl_dns_cache": 300}  # the system's resolver (getaddrinfo in a thread)
+        if settings.dns_resolver == "async":
+            try:
+                from eclaw.downloaders.dns import connector_options  # aiodns (77 ms to import): only when asked for
+            except ImportError:
+                raise ConfigError("dns_resolver='async' needs aiodns: pip install 'eclaw[dns]'") from None
+            names = connector_options(settings)
+        self._resolver = names.get("resolver")
         direct = aiohttp.TCPConnector(
-            limit=limit, limit_per_host=per_host, ttl_dns_cache=300, ssl=verify, keepalive_timeout=KEEPALIVE
+            limit=limit, limit_per_host=per_host, ssl=verify, keepalive_timeout=KEEPALIVE, **names
         )
         self._session = self._new_session(direct)
         self._socks = SocksPools(self._new_session, limit=limit, limit_per_host=per_host, ssl=verify)
@@ -133,6 +143,9 @@ class HttpDownloader:
             await self._session.close()
             await self._socks.close()
             self._session = None
+        if self._resolver is not None:  # aiohttp closes only a resolver it made itself
+            await self._resolver.close()
+            self._resolver = None
 
     async def fetch(self, request: Request) -> Response:
         if self._session is None:
