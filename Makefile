@@ -80,6 +80,7 @@ test-servers:
 	command -v chromium >/dev/null || test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	test -d /usr/share/doc/python3-doc || missing="$$missing python3-doc"; \
+	command -v dnsmasq >/dev/null || test -x /usr/sbin/dnsmasq || missing="$$missing dnsmasq-base"; \
 	if [ -n "$$missing" ]; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 $$missing) || \
 	  (echo "the proxy, SOCKS, Redis, HTTP/2 and browser tests need:$$missing (apt-get install$$missing)" && false); \
