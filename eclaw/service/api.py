@@ -16,6 +16,7 @@ from aiohttp import web
 from eclaw import __version__
 from eclaw.exceptions import ConfigError, EclawError
 from eclaw.security.redact import Redactor
+from eclaw.service.flowjobs import PREFIX
 from eclaw.service.jobs import JobManager
 from eclaw.service.openapi import SCHEMA
 from eclaw.service.project import validate_args
@@ -87,7 +88,13 @@ def _job(request: web.Request) -> tuple[JobManager, dict[str, Any]]:
 
 
 def _view(jobs: JobManager, job: dict[str, Any]) -> dict[str, Any]:
-    return {**job, "items": jobs.items_count(job["id"])}
+    view = {**job, "items": jobs.items_count(job["id"])}
+    tasks = jobs.tasks(job)
+    if tasks is not None:
+        view["tasks"] = tasks
+    if job["monitors"]:
+        view["monitor_results"] = jobs.monitor_results(job["id"])
+    return view
 
 
 def _redactor(jobs: JobManager, job: dict[str, Any]) -> Redactor:
@@ -115,8 +122,11 @@ async def list_jobs(request: web.Request) -> web.Response:
 
 async def start_job(request: web.Request) -> web.Response:
     data = await _body(request)
+    if isinstance(data, dict) and isinstance(data.get("flow"), str) and "spider" not in data:
+        flow = data.pop("flow")
+        data["spider"] = PREFIX + flow
     if not isinstance(data, dict) or not isinstance(data.get("spider"), str):
-        raise ConfigError("spider: required (a spider name or FILE.py:Class)")
+        raise ConfigError("spider: required (a spider name or FILE.py:Class), or flow: a flow file of the project")
     unknown = set(data) - {"spider", "args", "monitors"}
     if unknown:
         raise ConfigError(f"unknown field(s): {', '.join(sorted(unknown))}")

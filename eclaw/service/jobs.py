@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import sys
@@ -23,14 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from eclaw.exceptions import ConfigError
-from eclaw.security.redact import MASK
+from eclaw.security.redact import MASK, Redactor
 from eclaw.service.db import Database
+from eclaw.service.flowjobs import PREFIX, flow_command, flow_file, load_graph, task_states
 from eclaw.service.project import Project, redact_args
 
 __all__ = ["ACTIVE", "JobManager"]
 
 ACTIVE = ("queued", "running", "cancelling")
 _TAIL_BYTES = 64 * 1024
+_MONITOR_LINE = re.compile(r"monitor (\S+): (ok|FAILED) - (.*)")
 _SERVICE_ENV = ("ECLAW_SERVE_TOKEN", "ECLAW_SERVER")
 
 
@@ -62,12 +65,18 @@ class JobManager:
 
     def submit(self, spider: str, args: dict[str, str], *, monitors: str | None = None, schedule_id: int | None = None
                ) -> dict[str, Any]:  # fmt: skip
-        """Validate and queue a job (a one-line ConfigError if the spider or arguments are bad)."""
-        ref = self.project.resolve(spider)
+        """Validate and queue a job (a one-line ConfigError if the spider, flow or arguments are bad);
+        ``spider`` is a spider, or ``flow:FILE.py`` for a flow job."""
+        flow = flow_file(spider)
+        if flow is not None:
+            load_graph(self.project.check_file(flow, "flow file"))
+            if monitors is not None:
+                raise ConfigError("monitors: only for spider jobs")
+        ref = None if flow is not None else self.project.resolve(spider)
         if monitors is not None:
             self.project.check_file(monitors, "monitors file")
         shown = redact_args(args, ref)
-        job_id = self.db.add_job(ref.spec, shown, monitors, schedule_id)
+        job_id = self.db.add_job(ref.spec if ref else PREFIX + str(flow), shown, monitors, schedule_id)
         if shown != args:
             self._secrets[job_id] = args
         self._wake.set()
@@ -133,6 +142,9 @@ class JobManager:
         """The job's command line."""
         folder = self.job_dir(job["id"])
         args = self._secrets.get(job["id"], job["args"])
+        flow = flow_file(job["spider"])
+        if flow is not None:
+            return flow_command(sys.executable, flow, folder, job["id"], args)
         cmd = [sys.executable, "-m", "eclaw", "crawl", job["spider"], "--state", str(folder / "state"),
                "-o", str(folder / "items.jsonl"), "--log-file", str(folder / "crawl.log"),
                "--trace", str(folder / "trace.jsonl"), "-q"]  # fmt: skip
@@ -173,7 +185,10 @@ class JobManager:
         elif code is None:
             state, reason = "finished", "adopted after a service restart: exit code unknown (see the log)"
         elif code in (0, 3):
+            failed = [r["name"] for r in self.monitor_results(job_id) if not r["ok"]]
             state, reason = "finished", ("some items were dead-lettered" if code == 3 else "")
+            if code == 3 and failed:
+                reason = f"monitor(s) failed: {', '.join(failed)}"  # exit 3 of eclaw crawl --monitors
         self.db.update_job(job_id, state=state, returncode=code, reason=reason or None, finished=time.time())
         if state == "failed" and self._on_failure:
             self._on_failure(self.db.job(job_id) or job)
@@ -208,6 +223,23 @@ class JobManager:
             if index >= self.keep_jobs or (job["finished"] or job["created"]) < cutoff:
                 shutil.rmtree(self.job_dir(job["id"]), ignore_errors=True)
                 self.db.delete_job(job["id"])
+
+    def tasks(self, job: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Each task of a flow job and its state (None for a spider job, or a flow file that no longer loads)."""
+        flow = flow_file(job["spider"])
+        if flow is None:
+            return None
+        try:
+            graph = load_graph(self.project.check_file(flow, "flow file"))
+        except ConfigError:
+            return None
+        return task_states(graph, self.job_dir(job["id"]), job["id"])
+
+    def monitor_results(self, job_id: int) -> list[dict[str, Any]]:
+        """The monitors' results the crawl printed when it ended (``monitor NAME: ok|FAILED - message``)."""
+        redactor = Redactor(secrets=self.secret_values(job_id))
+        found = (_MONITOR_LINE.match(line) for line in self.tail(job_id, "output.log").splitlines())
+        return [{"name": m[1], "ok": m[2] == "ok", "message": redactor.text(m[3])} for m in found if m]
 
     def secret_values(self, job_id: int) -> list[str]:
         """The secret argument values of a job (kept in memory only), for redacting what it shows."""

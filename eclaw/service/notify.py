@@ -26,7 +26,8 @@ class Notifier:
         """Log the alert and hand it to the alerter (non-blocking)."""
         log.warning("%s: %s: %s", kind, title, text)
         if self._alerter is not None:
-            self._alerter.notify(self._alerts.Alert(kind=kind, title=title, text=text, fields=fields))
+            shown = {name: str(value) for name, value in fields.items()}  # an Alert's fields are strings
+            self._alerter.notify(self._alerts.Alert(kind, title, text, shown))
 
     async def close(self) -> None:
         """Drain the alerter."""

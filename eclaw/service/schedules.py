@@ -21,6 +21,7 @@ from croniter import croniter
 from eclaw.exceptions import ConfigError, EclawError
 from eclaw.security.redact import is_secret_arg
 from eclaw.service.db import Database
+from eclaw.service.flowjobs import flow_file, load_graph
 from eclaw.service.jobs import JobManager
 from eclaw.service.notify import Notifier
 from eclaw.service.project import validate_args
@@ -148,10 +149,13 @@ class Scheduler:
             raise ConfigError(f"missed: must be one of {', '.join(POLICIES)}")
         missed = str(missed)
         args = validate_args(data.get("args"))
-        ref = self.jobs.project.resolve(spider)
-        if any(is_secret_arg(arg, ref.secret_args) for arg in args):
+        flow = flow_file(spider)
+        if flow is not None:
+            load_graph(self.jobs.project.check_file(flow, "flow file"))
+        ref = None if flow is not None else self.jobs.project.resolve(spider)
+        if any(is_secret_arg(arg, ref.secret_args if ref else ()) for arg in args):
             raise ConfigError("args: schedules cannot hold secret arguments (set them in the spider's settings)")
-        return ref.spec, cron, timezone, missed, args
+        return (ref.spec if ref else spider), cron, timezone, missed, args
 
 
 def _iso(slot: float) -> str:

@@ -38,6 +38,28 @@ class Slow(Spider):
             yield {"url": response.url}
         yield from response.follow_all(css="a")
 '''
+# a two-task flow: a spider crawling the local site (parameter ``base``), then a function
+FLOW = '''
+from eclaw import Spider
+from eclaw.flows import Flow
+
+flow = Flow("pages")
+
+
+@flow.task(spider_args=lambda ctx: {"start_urls": [ctx.params["base"] + "/?count=3"]})
+class Pages(Spider):
+    name = "pages"
+
+    def parse(self, response):
+        if "/slow/" in response.url:
+            yield {"url": response.url}
+        yield from response.follow_all(css="a")
+
+
+@flow.task(depends_on=["pages"])
+def count(ctx):
+    return {"pages": len(ctx["pages"])}
+'''
 _ACTIVE = ("queued", "running", "cancelling")
 BROKEN = "import nothing_of_that_name\n"
 
@@ -160,3 +182,34 @@ def write_project(root: Path) -> Path:
     return root
 
 
+
+
+@contextlib.contextmanager
+def receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A real aiohttp webhook receiver in a thread; yields its URL and the JSON bodies it got."""
+    from aiohttp import web
+
+    got: list[dict[str, Any]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        got.append(await request.json())
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post("/{path:.*}", handle)
+    ready: list[str] = []
+    stop = threading.Event()
+
+    async def main() -> None:
+        async with serve(app) as base:
+            ready.append(base)
+            await asyncio.to_thread(stop.wait)
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    wait_for(lambda: ready, 10, "the receiver")
+    try:
+        yield ready[0] + "/hook", got
+    finally:
+        stop.set()
+        thread.join(10)

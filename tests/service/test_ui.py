@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import headless_chromium
-from tests.service.helpers import Service, site, write_project
+from tests.service.helpers import FLOW, Service, site, write_project
 
 pytestmark = pytest.mark.usefixtures("chromium")
 in_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -93,6 +93,23 @@ async def test_schedule_editor_in_chromium(service: Service, browser: object) ->
     await page.click("button:text-is('Remove')")
     await page.wait_for_function("!document.body.textContent.includes('Europe/Paris')")
     await page.close()
+
+
+@in_module_loop
+async def test_flow_dag_goes_green_in_chromium(service: Service, base: str, browser: object) -> None:
+    (service.project / "pages_flow.py").write_text(FLOW)
+    job_id = service.call("POST", "/api/jobs", {"flow": "pages_flow.py", "args": {"base": base}})[1]["id"]
+    page = await browser.new_page(bypass_csp=True, viewport={"width": 1200, "height": 700})  # type: ignore[attr-defined]
+    await page.goto(f"{service.url}/jobs/{job_id}")
+    dag = f"[data-dag='{job_id}']"
+    assert await page.text_content(f"{dag} [data-task='count'] small:last-child") == "after pages"
+    for task in ("pages", "count"):  # live: the page is not reloaded
+        await page.wait_for_selector(f"{dag} [data-task='{task}'].task-succeeded", timeout=60_000)
+    assert await page.text_content(f"{dag} [data-task='count'] .task-state") == "succeeded"
+    if _shot("service-flow.png"):
+        await page.screenshot(path=_shot("service-flow.png"))
+    await page.close()
+    (service.project / "pages_flow.py").unlink()
 
 
 def test_post_without_csrf_is_refused(service: Service) -> None:

@@ -61,8 +61,9 @@ async def job_page(request: web.Request) -> web.Response:
     redactor = Redactor(secrets=jobs.secret_values(job_id))
     log = [redactor.text(line) for line in jobs.tail(job_id, "crawl.log", 16384).splitlines()[-100:]]
     summary = [redactor.text(line) for line in jobs.tail(job_id, "output.log", 8192).splitlines()[-30:]]
-    body = pages.job({**job, "items": jobs.items_count(job_id)}, jobs.items(job_id, 10), log, summary,
-                     jobs.report(job_id))  # fmt: skip
+    view = {**job, "items": jobs.items_count(job_id), "tasks": jobs.tasks(job),
+            "monitor_results": jobs.monitor_results(job_id) if job["monitors"] else None}  # fmt: skip
+    body = pages.job(view, jobs.items(job_id, 10), log, summary, jobs.report(job_id))
     return _page(request, body, f"Job {job_id}")
 
 
@@ -125,7 +126,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     with contextlib.suppress(ConnectionResetError):  # the page was closed
         while True:
-            view = [{"id": j["id"], "state": j["state"], "items": jobs.items_count(j["id"])} for j in jobs.db.jobs()]
+            view = [{"id": j["id"], "state": j["state"], "items": jobs.items_count(j["id"]), "tasks": jobs.tasks(j)}
+                    for j in jobs.db.jobs()]  # fmt: skip
             await response.write(f"data: {json.dumps(view)}\n\n".encode())
             await asyncio.sleep(1.0)
     return response

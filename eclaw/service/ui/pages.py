@@ -10,7 +10,7 @@ from typing import Any
 
 from eclaw.service.project import SpiderRef
 
-__all__ = ["CSRF", "SCRIPT", "job", "jobs", "layout", "schedules"]
+__all__ = ["CSRF", "SCRIPT", "dag", "job", "jobs", "layout", "schedules"]
 
 CSRF = "\x00csrf\x00"  # replaced by the request's CSRF token
 _STYLE = """body{font:14px system-ui,sans-serif;margin:0;color:#222}nav{background:#234;padding:.6em 1em}
@@ -20,7 +20,12 @@ text-align:left}th{background:#f3f5f7}.state-running{color:#06c;font-weight:600}
 .state-finished{color:#080}.state-cancelled,.state-interrupted{color:#a60}pre{background:#f6f8fa;padding:.6em;
 overflow:auto;max-height:24em;font-size:12px}form.inline{display:inline}.error{background:#fee;border:1px solid #e99;
 padding:.5em;margin:.5em 0}fieldset{border:1px solid #ccc;margin:.5em 0 1.5em}label{display:block;margin:.3em 0}
-input[type=text],textarea,select{font:inherit;width:28em;max-width:100%}button{font:inherit;padding:.2em .8em}"""
+input[type=text],textarea,select{font:inherit;width:28em;max-width:100%}button{font:inherit;padding:.2em .8em}
+.dag{display:flex;gap:2.5em;align-items:center;margin:.5em 0 1.5em}.layer{display:flex;flex-direction:column;gap:.6em}
+.task{border:2px solid #999;border-radius:6px;padding:.4em .8em;min-width:9em;background:#f3f5f7}
+.task small{display:block;color:#555}
+.task-running{border-color:#06c;background:#e6f0fb}.task-succeeded{border-color:#080;background:#e7f6e7}
+.task-failed{border-color:#b00;background:#fde8e8}.task-skipped{border-color:#a60;background:#fbf3e3}"""
 SCRIPT = """
 const source = new EventSource('/ui/events');
 source.onmessage = (event) => {
@@ -33,6 +38,10 @@ source.onmessage = (event) => {
     state.className = 'state state-' + job.state;
     const cancel = row.querySelector('.cancel');
     if (cancel) cancel.hidden = !['queued', 'running'].includes(job.state);
+    for (const task of job.tasks || []) {
+      const box = document.querySelector(`[data-dag="${job.id}"] [data-task="${CSS.escape(task.name)}"]`);
+      if (box) { box.className = 'task task-' + task.state; box.querySelector('.task-state').textContent = task.state; }
+    }
   }
 };
 """
@@ -90,6 +99,35 @@ def jobs(records: list[dict[str, Any]], spiders: Sequence[SpiderRef], errors: di
     )
 
 
+def dag(job_id: int, tasks: list[dict[str, Any]]) -> str:
+    """A flow job's DAG: its tasks in layers (a task's layer is one past its deepest dependency), each box
+    coloured by its state (kept live by the page's script); a box names the tasks it runs after."""
+    depth: dict[str, int] = {}
+    for task in tasks:  # ``tasks`` is in dependency order
+        depth[task["name"]] = 1 + max((depth[d] for d in task["after"] if d in depth), default=-1)
+    layers = []
+    for level in range(max(depth.values(), default=-1) + 1):
+        boxes = "".join(
+            f"<div class='task task-{escape(t['state'])}' data-task='{escape(t['name'])}'><b>{escape(t['name'])}</b>"
+            f"<small class='task-state'>{escape(t['state'])}</small>"
+            + (f"<small>after {escape(', '.join(t['after']))}</small>" if t["after"] else "") + "</div>"
+            for t in tasks if depth[t["name"]] == level
+        )  # fmt: skip
+        layers.append(f"<div class='layer'>{boxes}</div>")
+    return f"<h2>Tasks</h2><div class='dag' data-dag='{job_id}'>{'→'.join(layers)}</div>"
+
+
+def _monitors(results: list[dict[str, Any]] | None) -> str:
+    if results is None:
+        return ""
+    rows = "".join(
+        f"<tr class='monitor'><td>{escape(r['name'])}</td><td class='state-{'finished' if r['ok'] else 'failed'}'>"
+        f"{'ok' if r['ok'] else 'FAILED'}</td><td>{escape(r['message'])}</td></tr>"
+        for r in results
+    )
+    return f"<h2>Monitors</h2><table class='monitors'>{rows or '<tr><td>no results yet</td></tr>'}</table>"
+
+
 def job(record: dict[str, Any], items: list[str], log: list[str], summary: list[str], report: dict[str, Any]) -> str:
     """One job: its state (live), report, items preview and log tail."""
     args = "".join(f"<li>{escape(k)} = {escape(v)}</li>" for k, v in record["args"].items())
@@ -106,7 +144,9 @@ def job(record: dict[str, Any], items: list[str], log: list[str], summary: list[
         f"<td class='items'>{record['items']}</td><td>{_cancel(record['id'], record['state'])}</td></tr></table>"
         f"<p>created {_when(record['created'])} · started {_when(record['started'])} · finished "
         f"{_when(record['finished'])} · exit code {record['returncode']} · {escape(record['reason'] or '')}</p>"
-        f"<h2>Arguments</h2><ul>{args}</ul><h2>Report</h2><pre>{escape(chr(10).join(summary))}</pre>"
+        + (dag(record["id"], record["tasks"]) if record.get("tasks") is not None else "")
+        + _monitors(record.get("monitor_results"))
+        + f"<h2>Arguments</h2><ul>{args}</ul><h2>Report</h2><pre>{escape(chr(10).join(summary))}</pre>"
         f"<ul>{files}</ul><h2>Items (first {len(pretty)})</h2><pre>{escape(chr(10).join(pretty))}</pre>"
         f"<h2>Log</h2><pre>{escape(chr(10).join(log))}</pre>"
     )
