@@ -20,7 +20,8 @@ def children_of(pid: int) -> list[int]:
 
 async def forked(pid: int, count: int) -> list[int]:
     """The ``count`` processes ``pid`` forks, once they are all up."""
-    for _ in range(200):
+    deadline = asyncio.get_running_loop().time() + 60  # generous: a loaded machine forks late
+    while asyncio.get_running_loop().time() < deadline:
         found = await asyncio.to_thread(children_of, pid)
         if len(found) >= count:
             return sorted(found)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import itertools
@@ -79,18 +80,34 @@ def recorder(sink: list[Any]) -> Callable[[Any], Awaitable[None]]:
     return append
 
 
+async def until(condition: Callable[[], bool], deadline: float = 30.0, every: float = 0.01) -> None:
+    """Wait until ``condition()`` holds, polling every ``every`` seconds; fail after ``deadline`` seconds (a
+    generous bound: it only bounds a failure, a loaded machine must never reach it)."""
+    async with asyncio.timeout(deadline):
+        while not condition():  # noqa: ASYNC110  # a condition of plain state: no event to wait on
+            await asyncio.sleep(every)
+
+
 def gaps(times: list[float]) -> list[float]:
     """Differences between successive times."""
     return [b - a for a, b in itertools.pairwise(times)]
 
 
 def assert_spaced(times: list[float], delay: float) -> None:
-    """Requests arrived at a server at ``times`` (sorted), ``delay`` seconds apart. One arrival late (a
-    loop stalled between sending a request and the server logging it) shortens the gap after it, so
-    one gap may be short of the delay, by half of it at most; every other gap holds it (20 ms slack)."""
+    """Requests arrived at a server at ``times`` (sorted), ``delay`` seconds apart (20 ms slack a gap).
+
+    A stall (the sender's loop between its turn and its send, or the server's loop between an arrival
+    and its logging) only ever makes an arrival *later*: it lengthens the gap before that arrival and
+    shortens the one after it, but leaves the time from the arrival before it to the arrival after it
+    whole. So a gap short of the delay passes only if, with the gap before it, it spans two delays (a
+    stall it can observe: the long gap before), and only for a few gaps (a quarter, at least one): a
+    stall is rare, a politeness bug (a delay held per worker, or counted from the wrong moment)
+    shortens every other gap, or brings three requests within two delays."""
     spaces = gaps(times)
-    short = [g for g in spaces if g < delay - 0.02]
-    assert spaces and len(short) <= 1 and all(g >= delay / 2 for g in short), [round(g, 3) for g in spaces]
+    short = [i for i, g in enumerate(spaces) if g < delay - 0.02]
+    stalled = [i for i in short if i > 0 and spaces[i - 1] + spaces[i] >= 2 * delay - 0.04]
+    shown = [round(g, 3) for g in spaces]
+    assert spaces and stalled == short and len(short) <= max(1, len(spaces) // 4), (shown, short)
 
 
 def read_jsonl(path: str | Path) -> list[Any]:

@@ -86,8 +86,9 @@ async def test_time_budgets_stop_a_slow_or_itemless_crawl() -> None:
     async with serve(Observatory(delay=0.05).app()) as base:
         slow = await crawl(base, concurrency=1, max_seconds=1.2)
         idle = await crawl(base, "/quiet/0", concurrency=1, max_idle_items_seconds=0.6)
-    # the whole crawl takes 120 pages of 0.05 s: stopped well before, after a start
-    assert slow.finish_reason == "max seconds" and 3 < slow.requests_parsed < 40
+    # the whole crawl takes 120 pages of 0.05 s: stopped well before, after a start (a loaded machine
+    # may parse only a few pages in its 1.2 s)
+    assert slow.finish_reason == "max seconds" and 0 < slow.requests_parsed < 40
     assert idle.finish_reason == "no new items" and idle.items_stored == 0
 
 

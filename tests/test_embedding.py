@@ -18,7 +18,7 @@ from eclaw.demo.site import make_app
 from eclaw.downloaders.plain import HttpDownloader
 from eclaw.events import ItemStored
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted
+from tests.conftest import assert_accounted, until
 from tests.sites import SlowSite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ async def test_cancelling_the_caller_closes_session_and_files(tmp_path: Path) ->
             done, _ = await asyncio.wait([task], timeout=5)
             assert done, "crawl did not stop after cancellation"
             assert task.cancelled()
-        await asyncio.sleep(0.4)  # in-flight handlers on the server side finish
+        await until(lambda: site.active == 0)  # in-flight handlers on the server side finish
     assert downloaders[0]._session is None  # session closed
     lines = out.read_text().splitlines()
     assert lines and all(json.loads(line)["url"] for line in lines)  # complete lines, file flushed

@@ -206,7 +206,7 @@ async def test_bodies_over_max_response_size_are_refused_as_they_arrive(fetch: A
     started = time.monotonic()
     with pytest.raises(ResponseTooLarge, match=f"body over max_response_size {MB}"):
         await fetch("/bomb.html")  # 8 MB once unzipped, ~10 KB on the wire
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # refused as it arrives (slack for a loaded machine)
     assert site.logged("/bomb.html")["encoding"] == "gzip"
     assert len((await fetch("/bomb.html", max_response_size=9 * MB)).body) == 8 * MB + 7
 
@@ -214,13 +214,13 @@ async def test_bodies_over_max_response_size_are_refused_as_they_arrive(fetch: A
 async def test_timeouts(fetch: Any) -> None:
     started = time.monotonic()
     with pytest.raises(DownloadTimeout, match="timeout fetching"):
-        await fetch("/slow.html", timeout=0.5)  # nginx sends it at 1 KB/s
-    assert time.monotonic() - started < 2
+        await fetch("/slow.html", timeout=0.5)  # nginx sends its 40 KB at 1 KB/s
+    assert time.monotonic() - started < 10  # not the 40 s of the whole page (slack for a loaded machine)
     async with serve(fault_app()) as base:
         started = time.monotonic()
         with pytest.raises(DownloadTimeout):
-            await fetch(base + "/sleepy?s=3", read_timeout=0.5)  # silent for 3 s: read_timeout, in whole seconds
-        assert time.monotonic() - started < 2.5
+            await fetch(base + "/sleepy?s=8", read_timeout=0.5)  # silent for 8 s: read_timeout, in whole seconds
+        assert time.monotonic() - started < 5  # not the 8 s of silence (slack for a loaded machine)
     with pytest.raises(ConnectError, match="cannot connect"):
         await fetch("http://127.0.0.1:9/", connect_timeout=2)  # the discard port: nothing listens
 

@@ -27,7 +27,7 @@ from eclaw.observe.report import lifecycle, read_trace, render_report
 from eclaw.observe.trace import Tracer
 from eclaw.stats import Stats
 from eclaw.testing import serve
-from tests.conftest import assert_accounted
+from tests.conftest import assert_accounted, until
 from tests.sites import FlakySite, fault_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,7 +161,7 @@ async def test_progress_log_lines_when_not_a_tty(caplog: Any) -> None:
     progress = Progress(every=0.02)
     with caplog.at_level(logging.INFO, logger="eclaw.observe.progress"):
         task = asyncio.create_task(progress.run(lambda: (stats, 7, 3)))
-        await asyncio.sleep(0.1)
+        await until(lambda: any(r.name == "eclaw.observe.progress" for r in caplog.records))
         task.cancel()
     line = next(r.getMessage() for r in caplog.records if r.name == "eclaw.observe.progress")
     assert line.startswith("progress: 40 pages (") and "12 items, 7 queued, 3 in flight" in line

@@ -105,7 +105,9 @@ async def test_dead_proxy_is_benched_and_the_live_one_takes_over(
     assert len(items) == 12 and stats.requests_failed == 0
     assert stats.counters[f"proxy {dead} benched"] == 1 and stats.counters[f"proxy {dead} failed"] == 2
     assert stats.counters[f"proxy {address} ok"] == 12
-    assert stats.retries == 2  # the two requests that met the dead proxy went again
+    # the two requests that met the dead proxy went again; so did any the live proxy dropped (a loaded
+    # machine's tinyproxy may lose a connection now and then): each retry is one proxy's counted failure
+    assert stats.retries == 2 + stats.counters[f"proxy {address} failed"]
     assert_no_secret(caplog, stats, record_file("pages", "failures"))
 
 

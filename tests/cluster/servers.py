@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from redis import Redis
+from redis.exceptions import RedisError
 
 
 def redis_binary() -> str:
@@ -41,8 +43,25 @@ class RedisServer:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
+        self.started = False  # once started, a restart keeps the port
 
     def start(self) -> None:
+        """Start redis-server and wait until it answers. The port was free when picked, but a test
+        running beside this one may pick it too: if another redis-server answers there, a first start
+        picks another port (a restart keeps its port: its workers know it by its URL)."""
+        for _ in range(1 if self.started else 20):
+            self._launch()
+            if self._answering_is_ours():
+                self.started = True
+                return
+            self.stop()
+            if self.started:
+                break
+            self.port = free_port()
+            self.url = f"redis://127.0.0.1:{self.port}/0"
+        raise RuntimeError(f"redis-server did not start on port {self.port} (another one answers there)")
+
+    def _launch(self) -> None:
         self.process = subprocess.Popen(
             [
                 redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
@@ -51,12 +70,22 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
-                return
-            except OSError:
-                time.sleep(0.02)
+
+    def _answering_is_ours(self) -> bool:
+        """Wait until a redis-server answers on the port; whether it is the one this object started."""
+        assert self.process is not None
+        client = Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        deadline = time.monotonic() + 30  # generous: a loaded machine starts it late; it only bounds a failure
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    return int(client.info("server")["process_id"]) == self.process.pid
+                except (RedisError, OSError):
+                    if self.process.poll() is not None:  # ours exited: the port is taken
+                        return False
+                    time.sleep(0.02)
+        finally:
+            client.close()
         raise RuntimeError("redis-server did not start")
 
     def stop(self) -> None:

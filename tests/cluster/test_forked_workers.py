@@ -18,6 +18,7 @@ from eclaw.testing import serve
 from tests.children import children_of
 from tests.cluster.servers import CountingSite, RedisServer, redis_server
 from tests.cluster.test_cluster import eclaw, ended, stored_items, wait_for_items
+from tests.conftest import until
 
 ENTRIES = 240
 WORDS = ["žluťoučký", "kůň", "úpěl", "ďábelské", "ódy", "šťáva", "řeřicha", "čočka"]
@@ -137,11 +138,7 @@ async def test_the_command_killed_takes_its_workers_and_another_finishes_the_cra
             assert len(workers) == 2
             command.send_signal(signal.SIGKILL)  # no handler, no goodbye: the kernel ends its workers too
             await command.wait()
-            for _ in range(250):
-                if not alive(workers):
-                    break
-                await asyncio.sleep(0.02)
-            assert not alive(workers)
+            await until(lambda: not alive(workers), 30)
             await ended(await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=1"))  # takes their leases
             items = await stored_items(server, "glossary")
     assert sorted(item["entry"] for item in items) == list(range(ENTRIES))  # type: ignore[type-var]
@@ -153,16 +150,18 @@ async def test_a_second_ctrl_c_stops_the_workers_at_once_in_one_line(tmp_path: P
         with redis_server(tmp_path) as server:
             spider = await seeded(tmp_path, server, base)
             command = await eclaw(tmp_path, "worker", *spider, "-s", "shutdown_timeout=30", "--processes", "2")
-            for _ in range(500):
-                if site.hits >= 4:
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: site.hits >= 4, 60)
             command.send_signal(signal.SIGINT)
-            await asyncio.sleep(0.2)
+            assert command.stderr is not None
+            said = b""  # each worker says it heard the first Ctrl-C: the second is a second one to both
+            async with asyncio.timeout(60):
+                while said.count(b"finishing in-flight requests") < 2:
+                    said += await command.stderr.readline()
             command.send_signal(signal.SIGINT)  # the downloads in flight are not waited for
             _, err = await asyncio.wait_for(command.communicate(), 20)
+    text = (said + err).decode()
     assert command.returncode == 130
-    assert err.decode().count("eclaw: interrupted") == 1 and "Traceback" not in err.decode()
+    assert text.count("eclaw: interrupted") == 1 and "Traceback" not in text
 
 
 async def bad_worker(tmp: Path, *args: str) -> tuple[int | None, str]:

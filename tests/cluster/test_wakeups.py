@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from redis.asyncio import Redis
+
 from eclaw import Request, Settings, Spider
 from eclaw.cluster.frontier import RedisScheduler
 from tests.cluster.servers import RedisServer, redis_server
@@ -18,12 +20,28 @@ class Catalogue(Spider):
     name = "wakeups"
 
 
+PROBE = "probe"  # a message of the test's own: once heard, every message published before it was heard
+
+
 class Worker:
-    """A frontier as one worker holds it, with its heartbeat stopped; ``woken`` is set when told."""
+    """A frontier as one worker holds it, with its heartbeat stopped; ``woken`` is set when told, and
+    ``heard`` lists each message its subscription delivered (a probe is listed, not passed on)."""
 
     def __init__(self, url: str, name: str) -> None:
         self.scheduler = RedisScheduler(url, seed=False, worker=name)
         self.woken = asyncio.Event()
+        self.heard: list[str] = []
+        self.probed = asyncio.Event()
+        passed_on = self.scheduler._heard
+
+        def heard(message: str) -> None:
+            self.heard.append(message)
+            if message == PROBE:
+                self.probed.set()
+            else:
+                passed_on(message)
+
+        self.scheduler._heard = heard  # type: ignore[method-assign]  # read when open() subscribes
 
     async def open(self, settings: Settings) -> None:
         await self.scheduler.open(Catalogue(), settings, self.woken.set)
@@ -32,8 +50,18 @@ class Worker:
         self.woken.clear()
 
     async def told(self) -> None:
-        await asyncio.wait_for(self.woken.wait(), 5)
+        await asyncio.wait_for(self.woken.wait(), 30)  # a generous bound: it only bounds a failure
         self.woken.clear()
+
+    async def heard_since(self, url: str) -> list[str]:
+        """What this worker heard from now until a probe published now comes back: Redis delivers a
+        channel's messages in order, so the list holds every message published before this call."""
+        before = len(self.heard)
+        self.probed.clear()
+        async with Redis.from_url(url) as client:
+            await client.publish(self.scheduler.prefix + "events", PROBE)
+        await asyncio.wait_for(self.probed.wait(), 30)
+        return self.heard[before : before + self.heard[before:].index(PROBE)]
 
 
 @asynccontextmanager
@@ -70,8 +98,8 @@ async def test_an_idle_worker_hears_of_new_work_and_of_the_end(tmp_path: Path) -
 
             await first.scheduler.done(start)
             await first.scheduler.done(later)
-            await asyncio.sleep(0.2)
-            assert not second.woken.is_set()  # "second" still holds /a: not the end
+            assert await second.heard_since(server.url) == []  # "second" still holds /a: not the end
+            assert not second.woken.is_set()
             await second.scheduler.done(link)  # the crawl's last lease
             await first.told()
             await second.told()

@@ -27,9 +27,11 @@ def flaky(n: int) -> bool:
     return n % 23 == 4
 
 
-def make_app(slow: Callable[[str], bool]) -> web.Application:
-    """The site; ``slow(path)`` says which entries take :data:`SLOW` seconds."""
+def make_app(slow: Callable[[str], bool], crowd: Callable[[int], None] = lambda n: None) -> web.Application:
+    """The site; ``slow(path)`` says which entries take :data:`SLOW` seconds, and ``crowd(n)`` is told, as
+    each slow entry starts, how many slow entries are being answered at once (itself included)."""
     asked: set[int] = set()
+    answering = [0]
 
     async def index(request: web.Request) -> web.Response:
         links = "".join(f'<li><a href="/kotoba/{n}?yomi=1">{WORDS[n % 10]}{n}</a></li>' for n in range(ENTRIES))
@@ -38,7 +40,12 @@ def make_app(slow: Callable[[str], bool]) -> web.Application:
     async def entry(request: web.Request) -> web.Response:
         n = int(request.match_info["n"])
         if slow(request.path_qs):
-            await asyncio.sleep(SLOW)
+            answering[0] += 1
+            crowd(answering[0])
+            try:
+                await asyncio.sleep(SLOW)
+            finally:
+                answering[0] -= 1
         if flaky(n) and n not in asked:
             asked.add(n)
             return web.Response(status=503, text="busy")

@@ -5,6 +5,7 @@ crawl while requests are being lent, and a lent request that fails is retried.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -24,6 +25,7 @@ from eclaw.frontier.mesh import LENT, Mesh
 from eclaw.frontier.partition import PartScheduler
 from eclaw.testing import serve
 from tests.children import forked
+from tests.conftest import until
 from tests.state import lopsided
 from tests.state.test_processes import accounted, counts, finished
 
@@ -49,9 +51,21 @@ class Site:
         self.slow: set[str] = set()
         self.served = 0  # entries asked for, every run together
         self.fast: set[str] = set()  # entries of the fast part asked for
+        self.crowded = asyncio.Event()  # set when more slow entries are answered at once than one process asks
 
     def app(self) -> web.Application:
-        return lopsided.make_app(self._asked)
+        return lopsided.make_app(self._asked, self._crowd)
+
+    def _crowd(self, answering: int) -> None:
+        if answering > 2:  # each process downloads two at once (concurrency=2): the fast one has some
+            self.crowded.set()
+
+    async def lending(self) -> None:
+        """Wait until the fast process, out of work, downloads pages of the slow part beside the slow
+        process: more slow pages answered at once than one process asks for (a generous 60 s bound)."""
+        await self.fast_part_done()
+        self.crowded.clear()
+        await asyncio.wait_for(self.crowded.wait(), 60)
 
     def _asked(self, path: str) -> bool:
         self.served += 1
@@ -62,18 +76,16 @@ class Site:
     async def fast_part_done(self) -> None:
         """Wait until every entry of the fast part has been asked for since ``fast`` was cleared: its
         process is out of work, and is lent the slow part's from then on."""
-        for _ in range(600):
-            if len(self.fast) == lopsided.ENTRIES - len(self.slow):
-                return
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await until(lambda: len(self.fast) == lopsided.ENTRIES - len(self.slow), 60)
+            return
         raise AssertionError(f"the fast part: {len(self.fast)} entries asked for")
 
     async def served_at_least(self, count: int) -> None:
         """Wait until the site has been asked for ``count`` entries in all (a crawl under way, not a timer's guess)."""
-        for _ in range(600):
-            if self.served >= count:
-                return
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await until(lambda: self.served >= count, 60)
+            return
         raise AssertionError(f"the site was asked for {self.served} entries, never {count}")
 
     async def started(self, base: str) -> None:
@@ -127,8 +139,7 @@ async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tm
     async with serve(site.app()) as base:
         await site.started(base)
         stopped = await crawl(site, tmp_path, concurrency=2)
-        await site.fast_part_done()
-        await asyncio.sleep(1.0)  # lending under way (checked below)
+        await site.lending()  # (the summary says so too, checked below)
         os.killpg(stopped.pid, signal.SIGINT)
         out = await finished(stopped, "the stopped crawl")
         lent = re.search(r"requests lent to another process\s+(\d+)", out)
@@ -138,8 +149,7 @@ async def test_a_crawl_stopped_while_requests_are_lent_counts_them_as_pending(tm
         site.fast.clear()
         killed = await crawl(site, tmp_path, concurrency=2)
         children = await forked(killed.pid, 2)
-        await site.fast_part_done()
-        await asyncio.sleep(1.0)
+        await site.lending()
         os.kill(children[-1], signal.SIGKILL)
         answer, _ = await asyncio.wait_for(killed.communicate(), 60)
     pending, stored = counts(answer.decode())["pending"], len(items(tmp_path))
@@ -223,10 +233,7 @@ async def test_what_is_lent_is_readable_once_a_checkpoint_on_disk_holds_it_as_le
         assert borrower.mesh.arrivals() == {}  # it reads every file: it may say it is idle
         borrower.mesh.say(idle=True)
         assert await lender.next_request() is not None  # the crawl has begun: the lender looks for idle ones
-        for _ in range(100):
-            if lent:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(lent))
         assert len(lent) >= len(own) // 5 and saves  # lent, and a checkpoint asked for
         assert not marked & {request.url for request in lent}  # those stay with the page they made seen
         assert lender.pending() == len(own) - 1 - len(lent)

@@ -114,8 +114,11 @@ async def test_a_ctrl_c_as_the_processes_start_stops_the_crawl_as_a_ctrl_c_later
         for attempt in range(3):
             (tmp_path / str(attempt)).mkdir()
             process = await crawl(base, tmp_path / str(attempt))
+            # no sleep: the signal goes as soon as they exist; a command that ended, or never forks, fails
+            deadline = asyncio.get_running_loop().time() + 60
             while len(await asyncio.to_thread(children_of, process.pid)) < 2:
-                pass  # no sleep: the signal goes as soon as they exist
+                assert process.returncode is None, (await process.communicate())[1].decode()[-2000:]
+                assert asyncio.get_running_loop().time() < deadline, "the command never forked its processes"
             os.killpg(process.pid, signal.SIGINT)
             out, err = await asyncio.wait_for(process.communicate(), 60)
             assert process.returncode == 0, err.decode()[-2000:]

@@ -29,14 +29,19 @@ def engine(tmp: Path, *outputs: str, **overrides: Any) -> Engine:
     return Engine(outputs=[str(tmp / o) for o in outputs], state_dir=tmp / "state", overrides=settings)
 
 
-async def crawl_until(tmp: Path, base: str, items: int | None, *outputs: str) -> Any:
-    """Crawl, stopping (pausing) once ``items`` more items are stored; to the end if None."""
+async def crawl_until(
+    tmp: Path, base: str, items: int | None, *outputs: str, stored: asyncio.Event | None = None
+) -> Any:
+    """Crawl, stopping (pausing) once ``items`` more items are stored; to the end if None. ``stored`` is
+    set once an item is stored (the crawl holds its state dir by then)."""
     eng = engine(tmp, *outputs)
     seen = 0
 
     async def pause(event: ItemStored) -> None:
         nonlocal seen
         seen += 1
+        if stored is not None:
+            stored.set()
         if seen == items:
             eng.stop("paused by the test")
 
@@ -188,8 +193,9 @@ async def test_a_saved_callback_the_spider_lost_is_a_clear_error(tmp_path: Path)
 
 async def test_one_state_dir_one_running_crawl(tmp_path: Path) -> None:
     async with serve(make_app(delay=0.01)) as base:
-        first = asyncio.create_task(crawl_until(tmp_path, base, None, "a.jsonl"))
-        await asyncio.sleep(0.3)
+        stored = asyncio.Event()
+        first = asyncio.create_task(crawl_until(tmp_path, base, None, "a.jsonl", stored=stored))
+        await asyncio.wait_for(stored.wait(), 60)  # the first crawl is under way
         with pytest.raises(ConfigError, match=r"is in use by another running crawl"):
             await engine(tmp_path, "b.jsonl").crawl(StateSpider, base_url=base)
         stats = await first
