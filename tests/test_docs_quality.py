@@ -36,6 +36,7 @@ OTHER_PROJECTS = frozenset(
     {
         "CookiesMiddleware",
         "HeadBucket",  # S3's API call (docs/destinations.md)
+        "AbstractResolver",  # aiohttp's (docs/performance.md)
         "CrawlSpider",
         "FormRequest",
         "ItemLoader",
