@@ -1,6 +1,8 @@
 """``ftp://user:password@host/dir/items.jsonl`` and ``ftps://`` (explicit TLS, ``AUTH TLS``): uploaded at the end.
 
-The standard library's :mod:`ftplib` speaks the protocol (FTPS with the system's trusted certificates).
+The standard library's :mod:`ftplib` speaks the protocol. FTPS verifies the server's certificate and
+host name against the system's trusted CAs (``ssl.create_default_context``): a private CA is trusted
+with ``SSL_CERT_FILE=/path/ca.pem`` (or ``SSL_CERT_DIR``), as for every OpenSSL client.
 Bytes go into a local spool (``tempfile.gettempdir()/eclaw-spool``) as the crawl runs; a checkpoint
 syncs it to disk; :meth:`FtpSink.finish` stores the whole file on the server (``STOR``, replacing
 what is there). A killed run's spool is cut back to its checkpoint and continued. An FTP server
@@ -14,6 +16,7 @@ import ftplib
 import hashlib
 import os
 import posixpath
+import ssl
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,10 @@ TIMEOUT = 15.0
 def _connect(location: str) -> ftplib.FTP:
     url = urlsplit(location)
     tls = url.scheme == "ftps"
-    ftp: ftplib.FTP = ftplib.FTP_TLS(timeout=TIMEOUT) if tls else ftplib.FTP(timeout=TIMEOUT)
+    # ftplib's own FTP_TLS default context checks no certificate: the default one checks it and the host name
+    ftp: ftplib.FTP = (
+        ftplib.FTP_TLS(timeout=TIMEOUT, context=ssl.create_default_context()) if tls else ftplib.FTP(timeout=TIMEOUT)
+    )
     try:
         ftp.connect(url.hostname or "", url.port or 21)
         ftp.login(unquote(url.username or "anonymous"), unquote(url.password or ""))

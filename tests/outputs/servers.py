@@ -61,3 +61,39 @@ def ftp_server(root: str, port: int = 0) -> Iterator[str]:
     finally:
         server.close_all()
         thread.join(10)
+
+
+@contextmanager
+def ftps_server(root: str, certfile: str, keyfile: str) -> Iterator[tuple[str, list[str]]]:
+    """pyftpdlib with TLS required on control and data (``AUTH TLS``, ``PROT P``), as :func:`ftp_server`;
+    yields ``host:port`` and the list of files the server received over a TLS data connection."""
+    import threading
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pyftpdlib.authorizers import DummyAuthorizer
+        from pyftpdlib.handlers import TLS_FTPHandler
+        from pyftpdlib.ioloop import IOLoop
+        from pyftpdlib.servers import FTPServer
+
+    received: list[str] = []
+    authorizer = DummyAuthorizer()
+    authorizer.add_user("eclaw", "s3cret", root, perm="elradfmw")
+
+    def on_file_received(self: TLS_FTPHandler, file: str) -> None:
+        if self._prot:  # PROT P was in force: the file came over a TLS data connection
+            received.append(file)
+
+    handler = type("Handler", (TLS_FTPHandler,), {
+        "authorizer": authorizer, "passive_ports": None, "certfile": certfile, "keyfile": keyfile,
+        "tls_control_required": True, "tls_data_required": True, "on_file_received": on_file_received,
+    })  # fmt: skip
+    server = FTPServer(("127.0.0.1", 0), handler, ioloop=IOLoop())  # its own loop: not ftp_server's shared one
+    thread = threading.Thread(target=server.serve_forever, kwargs={"timeout": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.address[1]}", received
+    finally:
+        server.close_all()
+        thread.join(10)
