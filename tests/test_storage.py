@@ -24,8 +24,8 @@ from eclaw.cli import main as cli_main
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
 from eclaw.items import Item
+from eclaw.outputs.build import output_for as exporter_for
 from eclaw.storage import sqlite
-from eclaw.storage.outputs import output_for as exporter_for
 from eclaw.storage.store import SqliteStore, list_runs
 from eclaw.testing import collect
 from tests.conftest import assert_accounted, read_bytes, read_csv, read_jsonl, record_file

@@ -21,7 +21,7 @@ import pytest
 
 from eclaw import CloseSpider, ConfigError, Engine, Request, Response
 from eclaw.events import ItemStored
-from eclaw.storage.outputs import output_for
+from eclaw.outputs.build import output_for
 from eclaw.testing import serve
 from tests.state.archive import LOREM, Archive, RecordSpider, records
 
