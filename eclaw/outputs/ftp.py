@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.api import Destination, OutputSpec, Sink
+from eclaw.outputs.spool import Spool
 from eclaw.security.redact import redact_url
 
 __all__ = ["FTP", "FtpDestination", "FtpSink"]
@@ -61,44 +62,17 @@ def _path(location: str) -> str:
     return path
 
 
-class FtpSink:
+class FtpSink(Spool):
     """One remote file: a local spool, stored whole at the end."""
 
     exactly_once = False
 
-    def __init__(self, location: str, spool: Path, *, truncate: bool) -> None:
-        self.location, self.spool = location, spool
-        spool.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if truncate else 0)
-        self._fd: int | None = os.open(spool, flags, 0o600)
-        self._size = 0 if truncate else os.fstat(self._fd).st_size
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def write(self, data: bytes) -> None:
-        assert self._fd is not None, "sink closed"
-        try:
-            os.pwrite(self._fd, data, self._size)
-        except OSError:
-            os.ftruncate(self._fd, self._size)
-            raise
-        self._size += len(data)
-
     async def commit(self) -> dict[str, Any]:
-        assert self._fd is not None, "sink closed"
-        await asyncio.to_thread(os.fsync, self._fd)
+        await self._sync()
         return {"size": self._size}
 
     async def resume(self, saved: dict[str, Any]) -> None:
-        assert self._fd is not None, "sink closed"
-        size = int(saved["size"])
-        if os.fstat(self._fd).st_size < size:
-            raise ConfigError(f"output {redact_url(self.location)}: its spool {self.spool} is shorter than the"
-                              " saved crawl wrote; remove the state directory to start over")  # fmt: skip
-        os.ftruncate(self._fd, size)
-        self._size = size
+        self._cut_back(int(saved["size"]))
 
     def _store(self) -> None:
         ftp = _connect(self.location)

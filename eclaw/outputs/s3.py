@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.api import Destination, OutputSpec, Sink
+from eclaw.outputs.spool import Spool
 from eclaw.security.redact import redact_url
 
 __all__ = ["S3", "S3Destination", "S3Sink"]
@@ -76,38 +77,18 @@ def _reason(error: BaseException) -> str:
     return redact_url(str(error).splitlines()[0] if str(error) else type(error).__name__)
 
 
-class S3Sink:
+class S3Sink(Spool):
     """One S3 object: a local spool, parts sent at checkpoints, the object completed at the end."""
 
     exactly_once = True
 
     def __init__(self, client: Any, location: str, spool: Path, *, truncate: bool) -> None:
-        self.client, self.location, self.spool = client, location, spool
+        super().__init__(location, spool, truncate=truncate)
+        self.client = client
         self.bucket, self.key = _split(location)
-        spool.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if truncate else 0)
-        self._fd: int | None = os.open(spool, flags, 0o600)
-        self._size = 0 if truncate else os.fstat(self._fd).st_size
         self._sent = 0  # spool bytes already in parts
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def shown(self) -> str:
-        return redact_url(self.location)
-
-    def write(self, data: bytes) -> None:
-        assert self._fd is not None, "sink closed"
-        try:
-            os.pwrite(self._fd, data, self._size)
-        except OSError:
-            os.ftruncate(self._fd, self._size)
-            raise
-        self._size += len(data)
 
     def _read(self, start: int, end: int) -> bytes:
         assert self._fd is not None, "sink closed"
@@ -135,8 +116,7 @@ class S3Sink:
         self._sent = end
 
     async def commit(self) -> dict[str, Any]:
-        assert self._fd is not None, "sink closed"
-        await asyncio.to_thread(os.fsync, self._fd)
+        await self._sync()
         if self._size - self._sent >= PART_SIZE:
             try:
                 await self._send_part(self._size)
@@ -145,13 +125,8 @@ class S3Sink:
         return self._state()
 
     async def resume(self, saved: dict[str, Any]) -> None:
-        assert self._fd is not None, "sink closed"
-        size = int(saved["size"])
-        if os.fstat(self._fd).st_size < size:
-            raise ConfigError(f"output {self.shown}: its spool {self.spool} is shorter than the saved crawl wrote;"
-                              " remove the state directory to start over")  # fmt: skip
-        os.ftruncate(self._fd, size)
-        self._size, self._sent = size, int(saved["sent"])
+        self._cut_back(int(saved["size"]))
+        self._sent = int(saved["sent"])
         self._upload_id, self._parts = saved.get("upload_id"), [dict(p) for p in saved.get("parts", [])]
         if self._upload_id is None:
             return
