@@ -90,15 +90,20 @@ class Crawl:
         self._pages = PageBudget(self.settings.max_pages)  # max_pages: downloads started, at most
         self._build(parts.state or Ids())
 
+    def _item_runner(self) -> PipelineRunner:
+        """The pipelines, then the outputs that take items (those of pages watch the bus), each listed at 0."""
+        outputs = {name: o for name, o in self._parts.outputs.items() if not isinstance(o, WatchesPages)}
+        for name in outputs:
+            self.stats.items_written[name] += 0
+        return PipelineRunner(
+            self._parts.pipelines, outputs, self.spider, self.records.dead_letter, self.stats, self.bus.publish,
+            self._item_done,
+        )  # fmt: skip
+
     def _build(self, journal: Journal) -> None:
         """The collaborators, and the events each of them owns."""
         parts, stats, bus = self._parts, self.stats, self.bus
-        items_to = {name: o for name, o in parts.outputs.items() if not isinstance(o, WatchesPages)}  # pages: bus
-        for name in items_to:
-            stats.items_written[name] += 0  # listed at 0: the outputs that take items, whatever they get
-        self.items = PipelineRunner(
-            parts.pipelines, items_to, self.spider, self.records.dead_letter, stats, bus.publish, self._item_done
-        )
+        self.items = self._item_runner()
         self._retrying = RetryQueue(self._retry_due)
         # a download's task runs its callback too: at most 4 x concurrency callbacks behind the downloads
         most = (1 + _CALLBACKS_BEHIND) * self.settings.concurrency
