@@ -16,9 +16,11 @@ pinned to CPU 1 for ``--seconds`` (then gets SIGINT) on each configuration:
 * ``idle-N``: N hosts visited once each (chains of one-page hosts): memory per idle host.
 
 Contenders: ``eclaw``, ``scrapy``, ``eclaw-p2``: eclaw with ``--processes 2``, on both CPUs (its
-CPU counts both processes; its peak RSS is the parent's alone), and ``baseline``: the floor, a
-hand-written aiohttp + lxml crawler with the same politeness and nothing else
-(bench/contenders/broad_baseline.py).
+CPU counts both processes; its peak RSS is the parent's alone), ``eclaw-dns``: eclaw on a site
+whose hosts are names (h{i}.broad.test), resolved with ``dns_resolver=async`` through a real
+dnsmasq behind a relay answering in 20-200 ms (bench/names.py; the names of the hosts that reset
+every connection do not exist), and ``baseline``: the floor, a hand-written aiohttp + lxml crawler
+with the same politeness and nothing else (bench/contenders/broad_baseline.py).
 
 Everything is measured from the site's request log (bench/broad_stats.py says how), so it is the
 same for both contenders. Results go to bench/results/broad.json and a table at the end.
@@ -44,11 +46,14 @@ from typing import Any
 from bench import broad_stats as stats
 from bench.broad_profile import sample, summarize
 from bench.broad_site import Site, address, make_hosts
+from bench.broad_site import name as host_name
+from bench.names import name_server
 from bench.site import free_port, taskset
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache" / "broad"
 RESULTS = ROOT / "bench" / "results"
+DNS_DELAY = (0.02, 0.2)  # eclaw-dns: each answer of the name server comes this late (seconds, uniform)
 GRACE = 5.0  # seconds past the window before the stop signal: start-up is not in the window
 
 
@@ -66,11 +71,17 @@ class Config:
     retries: int = 2
     eclaw_settings: tuple[str, ...] = ()  # extra KEY=VALUE for eclaw (what-if runs)
 
-    def site(self, port: int) -> Site:
-        return Site(self.mode, make_hosts(self.mode, self.hosts, self.seed, self.pages), port)
+    def site(self, port: int, *, names: bool = False) -> Site:
+        return Site(self.mode, make_hosts(self.mode, self.hosts, self.seed, self.pages), port, names=names)
 
 
-def crawler(contender: str, config: Config, seeds: Path, out: Path) -> list[str]:
+def names_of(site: Site) -> dict[str, str]:
+    """What the name server answers for ``eclaw-dns``: every host's name, but those of the hosts that
+    reset every connection (they give nothing anyway): NXDOMAIN, the crawl's DNS failures."""
+    return {host_name(h.index): address(h.index) for h in site.hosts if h.fault != "reset"}
+
+
+def crawler(contender: str, config: Config, seeds: Path, out: Path, dns_port: int = 0) -> list[str]:
     if contender == "scrapy":
         script = str(ROOT / "bench/contenders/broad_scrapy.py")
         values = (config.concurrency, config.per_domain, config.delay, config.retries)
@@ -90,6 +101,8 @@ def crawler(contender: str, config: Config, seeds: Path, out: Path) -> list[str]
     spider = str(ROOT / "bench/contenders/broad_eclaw.py")
     sets = [a for key, value in settings.items() for a in ("-s", f"{key}={value}")]
     sets += [a for pair in config.eclaw_settings for a in ("-s", pair)]
+    if contender == "eclaw-dns":  # names, resolved through the bench's name server
+        sets += ["-s", "dns_resolver=async", "-s", f"dns_servers=127.0.0.1:{dns_port}"]
     command = [sys.executable, "-m", "eclaw", "crawl", spider, "-a", f"seeds={seeds}", "-o", str(out), *sets, "-q"]
     return command + ["--processes", "2"] * (contender == "eclaw-p2")
 
@@ -137,19 +150,26 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
     work = CACHE / f"{config.name}-{contender}{'-profiled' if profile else ''}"
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    site = config.site(port)
+    site = config.site(port, names=contender == "eclaw-dns")
+    with contextlib.ExitStack() as stack:
+        dns_port = stack.enter_context(name_server(names_of(site), DNS_DELAY)) if site.names else 0
+        return _run(contender, config, site, work, dns_port, profile)
+
+
+def _run(contender: str, config: Config, site: Site, work: Path, dns_port: int, profile: Path | None) -> dict[str, Any]:
+    port = site.port
     seeds, out, log, errors = (work / n for n in ("seeds.txt", "items.jsonl", "site.log", "stderr.txt"))
     seeds.write_text("\n".join(site.seeds()) + "\n")
     out.unlink(missing_ok=True)
     server_args = ["--mode", config.mode, "--hosts", str(config.hosts), "--pages", str(config.pages)]
-    server_args += ["--seed", str(config.seed), "--port", str(port), "--log", str(log)]
+    server_args += ["--seed", str(config.seed), "--port", str(port), "--log", str(log)] + ["--names"] * site.names
     server = subprocess.Popen([*taskset(0), sys.executable, "-m", "bench.broad_site", *server_args], cwd=ROOT)
     try:
         _wait_listening(port, server)
         with errors.open("w") as err:
             started = time.monotonic()
             process = subprocess.Popen(
-                [*pinned(contender), *crawler(contender, config, seeds, out)],
+                [*pinned(contender), *crawler(contender, config, seeds, out, dns_port)],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 cwd=work,
@@ -335,8 +355,8 @@ def _arguments() -> argparse.Namespace:
         parser.error(f"--hosts, --idle and --merged take host counts separated by commas: {exc}")
     if any(n < 1 for n in counts) or args.seconds <= 0 or args.delay < 0 or args.concurrency < 1:
         parser.error("host counts, --seconds and --concurrency must be positive, --delay not negative")
-    if unknown := set(args.contenders.split(",")) - {"eclaw", "eclaw-p2", "scrapy", "baseline"}:
-        parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, eclaw-p2, scrapy, baseline")
+    if unknown := set(args.contenders.split(",")) - {"eclaw", "eclaw-p2", "eclaw-dns", "scrapy", "baseline"}:
+        parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, eclaw-p2, eclaw-dns, scrapy, baseline")
     return args
 
 

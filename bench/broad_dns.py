@@ -11,25 +11,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import socket
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
+from bench.broad_site import address, name
+from bench.names import name_server
 from eclaw.downloaders.dns import CachingResolver
 from eclaw.exceptions import DnsError
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def _resolve_all(port: int, hosts: int, in_flight: int) -> tuple[int, int, float]:
     resolver = CachingResolver(servers=[f"127.0.0.1:{port}"], max_in_flight=in_flight, retries=0)
-    names = [f"h{i}.broad.test" for i in range(hosts)]
+    names = [name(i) for i in range(hosts)]
 
     async def one(name: str) -> bool:
         with contextlib.suppress(DnsError):
@@ -50,23 +42,9 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=10000)
     parser.add_argument("--in-flight", type=int, default=100)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        hosts = Path(tmp) / "hosts"
-        lines = (f"127.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255 or 1} h{i}.broad.test\n" for i in range(args.hosts))
-        hosts.write_text("".join(line for i, line in enumerate(lines) if i % 100 != 99))  # 1 % NXDOMAIN
-        port = _free_port()
-        server = subprocess.Popen(
-            ["dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--addn-hosts={hosts}",
-             "--local=/test/", "--listen-address=127.0.0.1", "--bind-interfaces", f"--port={port}",
-             "--user=root", "--pid-file=", "--dns-forward-max=1000"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            time.sleep(0.5)  # a bench, not a test: dnsmasq reads its hosts file at start
-            found, queries, cpu = asyncio.run(_resolve_all(port, args.hosts, args.in_flight))
-        finally:
-            server.terminate()
-            server.wait(10)
+    names = {name(i): address(i) for i in range(args.hosts) if i % 100 != 99}  # 1 % NXDOMAIN
+    with name_server(names) as port:
+        found, queries, cpu = asyncio.run(_resolve_all(port, args.hosts, args.in_flight))
     print(f"{args.hosts} names, {found} resolved, {queries} queries, {cpu * 1000 / args.hosts:.3f} CPU ms per lookup")
 
 

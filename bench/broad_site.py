@@ -68,8 +68,16 @@ def address(i: int) -> str:
     return f"127.{1 + i // 62500}.{(i // 250) % 250 + 1}.{i % 250 + 1}"
 
 
+def name(i: int) -> str:
+    """The DNS name of host ``i`` (``--names``: a name server maps it to :func:`address`)."""
+    return f"h{i}.broad.test"
+
+
 def host_index(addr: str) -> int | None:
-    """The inverse of :func:`address`; ``None`` for an address no host has."""
+    """The inverse of :func:`address` (and of :func:`name`); ``None`` for an address no host has."""
+    if addr.endswith(".broad.test"):
+        index = addr.removesuffix(".broad.test").removeprefix("h")
+        return int(index) if index.isdigit() else None
     parts = addr.split(".")
     if len(parts) != 4 or parts[0] != "127":
         return None
@@ -83,8 +91,8 @@ def path(page: int) -> str:
     return "/" if page == 0 else f"/p/{page}"
 
 
-def url(host: int, page: int, port: int) -> str:
-    return f"http://{address(host)}:{port}{path(page)}"
+def url(host: int, page: int, port: int, *, names: bool = False) -> str:
+    return f"http://{name(host) if names else address(host)}:{port}{path(page)}"
 
 
 def merged_path(host: int, page: int) -> str:
@@ -140,10 +148,11 @@ def make_hosts(mode: str, count: int, seed: int, pages: int = 0) -> list[Host]:
 class Site:
     """The hosts, their links and their pages."""
 
-    def __init__(self, mode: str, hosts: list[Host], port: int) -> None:
+    def __init__(self, mode: str, hosts: list[Host], port: int, *, names: bool = False) -> None:
         self.mode = mode
         self.hosts = hosts
         self.port = port
+        self.names = names  # links and seeds name their hosts (h{i}.broad.test), for a crawl that resolves them
         self._healthy = [h.index for h in hosts if h.healthy]
         self._filler = [" ".join(random.Random(n).choices(WORDS, k=12)).capitalize() + ". " for n in range(64)]
 
@@ -155,7 +164,7 @@ class Site:
     def seeds(self) -> list[str]:
         if self.mode == "merged":
             return [url(0, 0, self.port).removesuffix("/") + merged_path(h, p) for h, p in self.seed_pages()]
-        return [url(h, p, self.port) for h, p in self.seed_pages()]
+        return [url(h, p, self.port, names=self.names) for h, p in self.seed_pages()]
 
     def links(self, host: int, page: int) -> list[tuple[int, int]]:
         """The (host, page) targets of the links on ``page`` of ``host``."""
@@ -176,7 +185,10 @@ class Site:
         rng = random.Random(-(host * 1_000_003 + page))
         anchors = []
         for h, p in self.links(host, page):
-            href = merged_path(h, p) if self.mode == "merged" else path(p) if h == host else url(h, p, self.port)
+            if self.mode == "merged":
+                href = merged_path(h, p)
+            else:
+                href = path(p) if h == host else url(h, p, self.port, names=self.names)
             anchors.append(f'<li><a href="{href}">page {p}</a></li>')
         filler = "".join(rng.choices(self._filler, k=rng.randint(30, 90)))
         return (
@@ -339,8 +351,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--names", action="store_true", help="link hosts by name (h{i}.broad.test), not address")
     args = parser.parse_args()
-    site = Site(args.mode, make_hosts(args.mode, args.hosts, args.seed, args.pages), args.port)
+    site = Site(args.mode, make_hosts(args.mode, args.hosts, args.seed, args.pages), args.port, names=args.names)
     asyncio.run(serve(site, args.log))
 
 

@@ -31,9 +31,7 @@ NOT_RETRIED = frozenset({aiodns.error.ARES_ENOTFOUND, aiodns.error.ARES_ENODATA}
 
 
 def _result(host: str, addr: str, port: int, family: int) -> ResolveResult:
-    return ResolveResult(
-        hostname=host, host=addr, port=port, family=family, proto=0, flags=socket.AI_NUMERICHOST
-    )
+    return ResolveResult(hostname=host, host=addr, port=port, family=family, proto=0, flags=socket.AI_NUMERICHOST)
 
 
 class CachingResolver(AbstractResolver):
@@ -85,14 +83,16 @@ class CachingResolver(AbstractResolver):
         neither a download slot nor the host's politeness turn.
         """
         name = host.strip("[]").lower().rstrip(".")
+        cached = self._cache.get(name)  # first: the common case, a known name, costs one lookup
+        if cached is not None and cached[0] > time.monotonic():
+            return True
+        if name in LOCAL_NAMES:
+            return True
         try:
             ipaddress.ip_address(name)
             return True
         except ValueError:
             pass
-        cached = self._cache.get(name)
-        if name in LOCAL_NAMES or (cached is not None and cached[0] > time.monotonic()):
-            return True
         task = self._spawn(self._settle(name))
         task.add_done_callback(lambda _: ready())
         return False

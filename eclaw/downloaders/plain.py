@@ -23,6 +23,7 @@ here, under the same ``max_response_size`` bound.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import logging
 import ssl
@@ -49,6 +50,7 @@ from eclaw.exceptions import (
     ResponseTooLarge,
     TruncatedResponse,
 )
+from eclaw.frontier.politeness import Prefetching
 from eclaw.http import Request, Response
 from eclaw.http.types import STREAM_TO, BodySink
 from eclaw.http.wire import KEEP_RECEIVED, Received, Sent, decoder_for
@@ -114,6 +116,8 @@ class HttpDownloader:
                 raise ConfigError("dns_resolver='async' needs aiodns: pip install 'eclaw[dns]'") from None
             names = connector_options(settings)
         self._resolver = names.get("resolver")
+        if self._resolver is not None and isinstance(self._pacing, Prefetching):  # names looked up before a slot
+            self._pacing.resolve_with(self._resolver)
         direct = aiohttp.TCPConnector(
             limit=limit, limit_per_host=per_host, ssl=verify, keepalive_timeout=KEEPALIVE, **names
         )
@@ -160,7 +164,7 @@ class HttpDownloader:
             return await self._fetch_once(sent, url, method, body, chain, kept)
 
         response = await follow(request, send, self._allowed, self._settings.max_redirects, check=self._check)
-        response.received = kept[-1]
+        response.received = dataclasses.replace(kept[-1], redirects=tuple(kept[:-1]))  # the hops: archives keep them
         return response
 
     def _keeps(self, request: Request) -> bool:
@@ -204,6 +208,8 @@ class HttpDownloader:
                 self._hops.received(request, url, resp.headers)
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECTS and location and self._follows(request, resp.status):
+                    if kept is not None:  # the hop's exchange too, its body read (bounded) as a 200's is
+                        await self._read_wire(resp, url, method, body, kept)
                     return resp.status, resp.headers, b"", location
                 if kept is not None:
                     data = await self._read_wire(resp, url, method, body, kept)
@@ -292,7 +298,6 @@ class HttpDownloader:
             chunks.append(chunk)
         self.bytes_received += size
         return b"".join(chunks)
-
 
     async def _stream(self, resp: aiohttp.ClientResponse, url: str, sink: BodySink, limit: int) -> None:
         """The body to ``sink``, chunk by chunk, never whole in memory; at most ``limit`` bytes."""

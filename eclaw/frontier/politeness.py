@@ -12,9 +12,11 @@ import logging
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from eclaw.http import Request
 
-__all__ = ["NO_KEY", "HostSlot", "Pacing"]
+__all__ = ["NO_KEY", "HostSlot", "Names", "Pacing", "Prefetching"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +41,30 @@ class Pacing(Protocol):
         """
 
 
+class Names(Protocol):
+    """A resolver that can look a name up ahead of the download that needs it
+    (:class:`~eclaw.downloaders.dns.CachingResolver`)."""
+
+    def prefetch(self, host: str, ready: Callable[[], None]) -> bool:
+        """True when ``host`` needs no wait; else start its lookup, call ``ready`` when it ends, return False."""
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A frontier that keeps a host's requests back while its name is looked up, so a slow name holds
+    neither a download slot nor the host's politeness turn. A downloader with a resolver of its own
+    hands it over when it opens (the crawl handed the downloader the frontier's :class:`Pacing`)."""
+
+    def resolve_with(self, names: Names) -> None: ...
+
+
 class HostSlot:
     """One host: its queued requests (in memory, and how many on disk), downloads in flight, next start."""
 
-    __slots__ = ("active", "disk", "disk_key", "heap", "host", "not_before", "queued", "ready_at", "timer", "unsent")
+    __slots__ = (
+        "active", "disk", "disk_key", "heap", "host", "looking_up",
+        "not_before", "queued", "ready_at", "timer", "unsent",
+    )  # fmt: skip
 
     def __init__(self, host: str, not_before: float = 0.0) -> None:
         self.host = host
@@ -55,6 +77,7 @@ class HostSlot:
         self.queued: tuple[int, int] | None = None  # the order key it waits under in the frontier's ready heap
         self.ready_at = 0  # the frontier's count when its delay last ran out (0: none since its last request)
         self.timer: asyncio.TimerHandle | None = None
+        self.looking_up = False  # its name is being looked up (:class:`Prefetching`): nothing starts until then
 
     def __repr__(self) -> str:
         return f"HostSlot({self.host!r}, memory={len(self.heap)}, disk={self.disk}, active={self.active})"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from eclaw.exceptions import IgnoreRequest
 from eclaw.frontier.base import FORWARDED, DupeFilter, check_hop, check_request, fingerprint, host_overrides
 from eclaw.frontier.dupefilter import BloomDupeFilter, RecentSet, SetDupeFilter
-from eclaw.frontier.politeness import NO_KEY, HostSlot
+from eclaw.frontier.politeness import NO_KEY, HostSlot, Names
 from eclaw.frontier.spill import Row, SpillQueue
 from eclaw.http import Request
 from eclaw.http.urls import url_host
@@ -70,6 +70,7 @@ class DefaultScheduler:
         self._cooling: dict[str, float] = {}  # forgotten hosts whose delay has not elapsed yet
         self._cooling_limit = 1024
         self._paced = False  # a downloader reports when it sends (sent() was called)
+        self._names: Names | None = None  # the downloader's resolver, asked before a host may start
 
     shared = False  # one crawl's own frontier
 
@@ -249,7 +250,7 @@ class DefaultScheduler:
                 heapq.heappush(self._ready, (key[0], key[1], next(self._seq), slot))
                 slot.queued = key
             return
-        if slot.timer is not None or slot.unsent or not (slot.heap or slot.disk):
+        if slot.timer is not None or slot.unsent or slot.looking_up or not (slot.heap or slot.disk):
             return
         if slot.active >= self._limits.get(slot.host, self._per_host):
             return
@@ -259,9 +260,23 @@ class DefaultScheduler:
             if wait > 0:
                 slot.timer = loop.call_later(wait, self._delay_elapsed, slot)
                 return
+        if self._names is not None and not self._names.prefetch(slot.host, lambda: self._named(slot)):
+            slot.looking_up = True
+            return
         key = slot.order()
         heapq.heappush(self._ready, (key[0], key[1], next(self._seq), slot))  # never compares two slots
         slot.queued = key
+
+    def resolve_with(self, names: Names) -> None:
+        """Look each host's name up before it may start a download
+        (:class:`~eclaw.frontier.politeness.Prefetching`): waiting on DNS holds no download slot."""
+        self._names = names
+
+    def _named(self, slot: HostSlot) -> None:
+        slot.looking_up = False
+        if self._slots.get(slot.host) is slot:
+            self._offer(slot)
+            self._wake()
 
     def _delay_elapsed(self, slot: HostSlot) -> None:
         slot.timer = None

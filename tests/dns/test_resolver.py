@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -15,6 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bench import dns_relay
 from eclaw import Request, Spider
 from eclaw.downloaders.dns import CachingResolver, connector_options
 from eclaw.exceptions import DnsError
@@ -208,3 +210,54 @@ async def test_a_crawl_resolves_its_hosts_through_the_async_resolver(dnsmasq: Dn
     assert stats.failed_by_reason == {"dns": 1} and stats.retries == 0  # a name that does not exist: not retried
     after = {name: dnsmasq.queries(name) - before[name] for name in before}
     assert after["nowhere.test"] == 1 and all(after[h] <= 1 for h in SITES)  # the crawl's cache: once each
+
+
+class OneSlot(Spider):
+    """A page on a name whose answer the relay holds back, then five on an address (no lookup)."""
+
+    name = "one_slot"
+    custom_settings = {"concurrency": 1}
+
+    def __init__(self, port: str = "", **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.port = port
+
+    async def start_requests(self):  # type: ignore[no-untyped-def]
+        yield Request(f"http://a.test:{self.port}/slow")
+        for n in range(5):
+            yield Request(f"http://127.0.0.1:{self.port}/{n}")
+
+    def parse(self, response):  # type: ignore[no-untyped-def]
+        yield {"url": response.url}
+
+
+async def test_a_name_being_looked_up_holds_no_download_slot(dnsmasq: Dnsmasq, tmp_path: Path) -> None:
+    """With one download slot, a host whose name is slow to resolve waits aside: the relay answers
+    a.test only once the site has served the five other pages (or after 20 s: then this fails)."""
+    served: list[str] = []
+    others_served = asyncio.Event()
+
+    async def page(request: web.Request) -> web.Response:
+        served.append(request.path)
+        if sum(path != "/slow" for path in served) == 5:
+            others_served.set()
+        return web.Response(text="ok")
+
+    async def hold(name: str) -> None:
+        if name == "a.test":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(others_served.wait(), 20)
+
+    app = web.Application()
+    app.router.add_get("/{n}", page)
+    relay = await dns_relay.start(0, ("127.0.0.1", dnsmasq.port), hold)
+    settings = Settings(store="", dns_resolver="async", dns_servers=f"127.0.0.1:{relay.port}", dns_cache_ttl_min=60)
+    try:
+        async with serve(app) as base:
+            port = base.rsplit(":", 1)[1].rstrip("/")
+            items, stats = await collect(OneSlot, settings=settings, port=port)
+    finally:
+        await relay.close()
+    assert len(items) == 6 and not stats.failed_by_reason
+    assert served[-1] == "/slow"  # the five on 127.0.0.1 went first, while a.test was being looked up
+    assert relay.asked.count("a.test") == 1
