@@ -4,6 +4,8 @@
 
 - event dispatch: cost per event published through a crawl's bus to one subscriber;
 - fingerprint + dedupe: per URL, new and repeated, through the scheduler;
+- hand-out: per request through the frontier (enqueue, next_request, release) over 1,000 hosts,
+  without a resolver and with ``dns_resolver=async``'s (every name known: the cost of asking it);
 - link extraction: ``response.follow_all(css="a")`` per bench page, and with a link rule
   (``follow_all(rule=...)``: extraction, resolving, filtering, de-duplication) per link kept.
 """
@@ -71,6 +73,30 @@ async def dedupe_cost(urls: int = 50_000) -> tuple[float, float, float]:
     return fp_cost, new_cost, repeat_cost
 
 
+async def handout_cost(hosts: int = 1000, per_host: int = 20, *, names: bool = False) -> float:
+    scheduler = DefaultScheduler()
+    await scheduler.open(Spider(name="hosts"), Settings(concurrency=10_000, concurrency_per_domain=1), lambda: None)
+    if names:
+        from eclaw.downloaders.dns import CachingResolver
+
+        resolver = CachingResolver(servers=["127.0.0.1:9"])
+        resolver._cache.update({f"h{h}.micro.test": (time.monotonic() + 3600, ["127.0.0.2"]) for h in range(hosts)})
+        scheduler.resolve_with(resolver)
+    requests = [Request(f"http://h{h}.micro.test/p/{n}") for n in range(per_host) for h in range(hosts)]
+    started = time.perf_counter()
+    await scheduler.enqueue(requests)
+    handed = 0
+    while (request := await scheduler.next_request()) is not None:
+        await scheduler.release(request)
+        handed += 1
+    cost = (time.perf_counter() - started) / len(requests) * 1e6
+    assert handed == len(requests), f"{handed} of {len(requests)} handed out"
+    await scheduler.close()
+    if names:
+        await resolver.close()
+    return cost
+
+
 def extraction_cost(pages: int = 300) -> tuple[float, float, float]:
     bodies = [render(i, 20000).encode() for i in range(pages)]
     responses = [Response(f"http://127.0.0.1:8080/p/{i}.html", body=body) for i, body in enumerate(bodies)]
@@ -97,6 +123,8 @@ def main() -> dict[str, float]:
     results["fingerprint_us_per_url"] = min(d[0] for d in dedupe)
     results["enqueue_new_us_per_url"] = min(d[1] for d in dedupe)
     results["enqueue_repeat_us_per_url"] = min(d[2] for d in dedupe)
+    results["handout_us_per_request"] = min(asyncio.run(handout_cost()) for _ in range(3))
+    results["handout_names_us_per_request"] = min(asyncio.run(handout_cost(names=True)) for _ in range(3))
     extraction = [extraction_cost() for _ in range(3)]
     results["parse_us_per_page"] = min(e[0] for e in extraction)
     results["follow_all_us_per_link"] = min(e[1] for e in extraction)

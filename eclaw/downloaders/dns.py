@@ -136,6 +136,9 @@ class CachingResolver(AbstractResolver):
         except DnsError as exc:
             self._cache[name] = (time.monotonic() + self._negative_ttl, exc)
             future.set_exception(exc)
+        except asyncio.CancelledError:  # the resolver closed: whoever waits is told, not left hanging
+            future.set_exception(DnsError(f"cannot resolve {name}: the resolver is closed"))
+            raise
         finally:
             self._pending.pop(name, None)
             if future.done() and future.exception() is not None:
@@ -159,7 +162,12 @@ class CachingResolver(AbstractResolver):
         raise DnsError(f"cannot resolve {name}")  # unreachable: the loop returns or raises
 
     async def close(self) -> None:
-        """Stop the c-ares channel."""
+        """Stop the lookups still waiting or in flight (their callers get :class:`DnsError`), then the
+        c-ares channel."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._dns.close()
 
 

@@ -261,3 +261,14 @@ async def test_a_name_being_looked_up_holds_no_download_slot(dnsmasq: Dnsmasq, t
     assert len(items) == 6 and not stats.failed_by_reason
     assert served[-1] == "/slow"  # the five on 127.0.0.1 went first, while a.test was being looked up
     assert relay.asked.count("a.test") == 1
+
+
+async def test_closing_the_resolver_ends_the_lookups_still_waiting(dnsmasq: Dnsmasq) -> None:
+    """A crawl stopped mid-lookup: queued and in-flight lookups end as DnsError, none left behind."""
+    resolver = _resolver(dnsmasq, max_in_flight=1)
+    waiting = [asyncio.ensure_future(resolver.resolve(f"h{i}.test")) for i in range(6)]
+    await asyncio.sleep(0)  # the lookups start: one in flight, five behind the bound
+    await resolver.close()
+    outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(o, (DnsError, list)) for o in outcomes)
+    assert any(isinstance(o, DnsError) for o in outcomes)
