@@ -2,12 +2,12 @@
 
 The WARC output asks fetchers to keep what went over the wire (``meta["keep_received"]``): the
 plain fetcher then hands it over on ``response.received`` (:mod:`eclaw.http.wire`), the final
-hop's request and response, the body still content-encoded. A response without it (a fetcher that
-cannot keep it: a browser renders the page; a response a middleware made) is archived as it
-stands: its body decoded, so the headers that described the bytes on the wire and no longer
-describe that body (``Content-Encoding``, ``Transfer-Encoding``, ``Content-Length``) are kept under
-``X-Archive-Orig-*`` names, as replay tools show original headers, and ``Content-Length`` is set
-to the body's length.
+hop's request and response, the body still content-encoded, and the redirect hops before it
+(:func:`hops_of`). A response without it (a fetcher that cannot keep it: a browser renders the
+page; a response a middleware made) is archived as it stands, with no hop: its body decoded,
+so the headers that described the bytes on the wire and no longer describe that body
+(``Content-Encoding``, ``Transfer-Encoding``, ``Content-Length``) are kept under ``X-Archive-Orig-*``
+names, as replay tools show original headers, and ``Content-Length`` is set to the body's length.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from http import HTTPStatus
 from urllib.parse import urlsplit
 
 from eclaw.http import Response
+from eclaw.http.wire import Received
 
-__all__ = ["Exchange", "exchange_of"]
+__all__ = ["Exchange", "exchange_of", "hops_of"]
 
 _REWRITTEN = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
@@ -56,20 +57,7 @@ def exchange_of(response: Response) -> Exchange:
     response stands (see the module's docstring)."""
     received = response.received
     if received is not None:
-        sent = received.request
-        return Exchange(
-            url=response.url,  # the URL sent, without its fragment
-            method=sent.method,
-            request_headers=list(sent.headers),
-            request_body=sent.body,
-            version=received.version,
-            status=received.status,
-            reason=received.reason,
-            headers=list(received.headers),
-            body=received.body,
-            date=received.date,
-            ip=received.ip,
-        )
+        return _kept(received, response.url)  # the URL sent, without its fragment
     request = response.request
     headers = [(f"X-Archive-Orig-{k}" if k.lower() in _REWRITTEN else k, v) for k, v in response.headers.items()]
     headers.append(("Content-Length", str(len(response.body))))
@@ -84,6 +72,32 @@ def exchange_of(response: Response) -> Exchange:
         headers=headers,
         body=response.body,
         date=dt.datetime.now(dt.UTC),
+    )
+
+
+def hops_of(response: Response) -> list[Exchange]:
+    """The redirect hops before ``response`` (each ``3xx`` answer, or a page whose meta refresh was
+    followed), in order, as on the wire; none unless the fetcher kept the exchange."""
+    received = response.received
+    if received is None:
+        return []
+    return [_kept(hop, hop.request.url) for hop in received.redirects]
+
+
+def _kept(received: Received, url: str) -> Exchange:
+    sent = received.request
+    return Exchange(
+        url=url,
+        method=sent.method,
+        request_headers=list(sent.headers),
+        request_body=sent.body,
+        version=received.version,
+        status=received.status,
+        reason=received.reason,
+        headers=list(received.headers),
+        body=received.body,
+        date=received.date,
+        ip=received.ip,
     )
 
 

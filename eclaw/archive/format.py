@@ -27,11 +27,13 @@ class WarcFormat:
         return "WarcFormat()"
 
     def make(self, path: str, spec: OutputSpec, options: OutputOptions) -> Any:
+        if spec.scheme != "file":  # a staged upload would not watch pages
+            raise ConfigError(f"output {spec.shown}: a web archive is written to a local file; copy it after the crawl")
         try:
             from eclaw.archive.warc import WarcOutput  # warcio and surt: the warc extra
         except ImportError as exc:
             need = f"web archives need the warc extra: pip install 'eclaw[warc]' ({exc})"
-            raise ConfigError(f"{spec.text}: {need}") from None
+            raise ConfigError(f"{spec.shown}: {need}") from None
         return WarcOutput(path, run_key=options.run_key)
 
 

@@ -2,7 +2,8 @@
 compressed, so that any record can be read, or the file cut, at its boundary).
 
 Headers pass the crawl's :class:`~eclaw.security.redact.Redactor`: ``Authorization``, ``Cookie``,
-``Set-Cookie`` and every sensitive header are written as ``***``. Bodies are written as received,
+``Set-Cookie`` and every sensitive header are written as ``***``; so do the target URI and the
+request line (a secret the crawl knows, in a query string, is ``***``). Bodies are written as received,
 cut at ``max_bytes`` (``WARC-Truncated: length``).
 """
 
@@ -74,7 +75,7 @@ class RecordWriter:
         headers = self._redactor.headers_of(exchange.request_headers)
         if not any(name.lower() == "host" for name, _ in headers):
             headers.insert(0, ("Host", exchange.host))
-        line = f"{exchange.method} {exchange.target} HTTP/{exchange.version}"
+        line = f"{exchange.method} {self._redactor.url(exchange.target)} HTTP/{exchange.version}"  # a secret in a query
         http = StatusAndHeaders(line, headers, is_http_request=True)  # the method is warcio's "protocol"
         fields = self._fields(exchange) | {"WARC-Concurrent-To": concurrent_to}
         record = self._builder.create_warc_record(

@@ -2,8 +2,10 @@
 
 The archive opens with a ``warcinfo`` record; each page then gets a ``response`` record (its
 bytes as received, :mod:`eclaw.archive.exchange`) and the ``request`` record of what was sent,
-linked by ``WARC-Concurrent-To``. A page whose payload an earlier archive of the same spider and
-run key already holds (:mod:`eclaw.archive.digests`) is written as a ``revisit`` record instead.
+linked by ``WARC-Concurrent-To``, after the same two records for each redirect hop that led to it
+(the ``3xx`` answer with its ``Location``), so that replay follows the redirect. A page whose
+payload an earlier archive of the same spider and run key already holds
+(:mod:`eclaw.archive.digests`) is written as a ``revisit`` record instead.
 ``crawl.cdxj``, pywb's index of the archive, is written beside it at the end (:mod:`eclaw.archive.cdxj`).
 
 A page is archived when its request ends: parsed (``ResponseParsed``), or failed for good after
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from eclaw.archive.cdxj import cdxj_line, index_path, sort_index
 from eclaw.archive.digests import INDEX_NAME, DigestIndex
-from eclaw.archive.exchange import exchange_of
+from eclaw.archive.exchange import exchange_of, hops_of
 from eclaw.archive.records import Original, RecordWriter, Written, payload_digest
 from eclaw.events import RequestFailed, RequestScheduled, ResponseDownloaded, ResponseParsed
 from eclaw.exceptions import ConfigError, HttpError
@@ -209,8 +211,9 @@ class WarcOutput:
             return  # archived before the checkpoint, its request's end after it: fetched again on resume
         original = digests.find(uri, digest)
         main = writer.revisit(exchange, digest, original) if original else writer.response(exchange, digest)
-        at = self._size
-        self._write([main, writer.request(exchange, main.record_id)])
+        hops = self._hops(response)
+        at = self._size + sum(len(record.data) for record in hops)
+        self._write([*hops, main, writer.request(exchange, main.record_id)])  # in one write: all or none
         digests.archived(self.path, uri, at)
         if original is None:
             digests.add(uri, digest, Original(main.record_id, main.uri, main.date), self.path, at)
@@ -220,6 +223,19 @@ class WarcOutput:
                 self._uncommitted = 0
         if self._crawl is not None:
             self._crawl.stats.counters["warc revisits" if original else "warc responses"] += 1
+
+    def _hops(self, response: Response) -> list[Written]:
+        """The records of the redirect hops before ``response``: each hop's response (a ``3xx`` with its
+        ``Location``; never a revisit) and request, as Heritrix and wget keep them, so replay follows them."""
+        writer = self._writer
+        assert writer is not None
+        records: list[Written] = []
+        for hop in hops_of(response):
+            answer = writer.response(hop, payload_digest(writer.body_kept(hop)))
+            records += [answer, writer.request(hop, answer.record_id)]
+        if records and self._crawl is not None:
+            self._crawl.stats.counters["warc redirects"] += len(records) // 2
+        return records
 
     def _uri(self, url: str) -> str:
         assert self._crawl is not None

@@ -9,7 +9,9 @@ as WARC, turns the setting on). Off, nothing is copied and ``response.received``
 (the raw header list, in order with duplicates; names and values as ``str`` decoded from Latin-1, so
 ``.encode("latin-1")`` gives the bytes back), ``body`` (the bytes as received: still content-encoded,
 de-chunked), ``date`` (UTC, when the headers came), ``ip`` (the server's address, when known) and
-``request``, a :class:`Sent` (``method``, ``url``, ``headers`` as sent, ``body``).
+``request``, a :class:`Sent` (``method``, ``url``, ``headers`` as sent, ``body``), and ``redirects``,
+the hops before it (each 3xx answer, or a page whose ``<meta http-equiv="refresh">`` was followed) kept
+the same way, in order, each with an empty ``redirects``.
 ``response.body`` is the decoded body, as always.
 
 **Decoding.** With it on, the plain fetcher reads the body undecoded and decodes it itself with
@@ -59,6 +61,7 @@ class Received:
     date: dt.datetime
     ip: str | None
     request: Sent
+    redirects: tuple[Received, ...] = ()  # the hops before this one, in order (3xx, meta refreshes)
 
 
 class Decoder:

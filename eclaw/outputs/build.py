@@ -108,7 +108,7 @@ class Staged:
         self._spider = "spider"
 
     def __repr__(self) -> str:
-        return f"Staged({self.spec.text!r})"
+        return f"Staged({self.spec.shown!r})"
 
     def check(self, spider: str) -> None:
         self.destination.check(fill_template(self.spec.location, spider, self.run_key))

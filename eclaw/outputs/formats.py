@@ -129,7 +129,7 @@ class _Parquet:
         from eclaw.storage.parquet import ParquetExporter
 
         if spec.rotating:
-            raise ConfigError(f"{spec.text}: Parquet outputs are not rotated (they are written in row groups)")
+            raise ConfigError(f"{spec.shown}: Parquet outputs are not rotated (they are written in row groups)")
         return ParquetExporter(
             path,
             partition_by=options.partition_by,

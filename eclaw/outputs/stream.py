@@ -2,8 +2,9 @@
 exactly once across checkpoints.
 
 At each checkpoint (``flush``) the open compressed member is closed and the sink committed; the
-sink's state, the encoder's and the counts are what the crawl saves. A resumed run reopens the
-object, cuts it back to that state and starts a new member. Rotated objects (``%(batch)05d``) are
+sink's state, the encoder's and the counts are what the crawl saves (the objects named as the crawl's
+redactor shows them: an ``ftp://`` password as ``***``, given back from the spec on resume). A resumed
+run reopens the object, cuts it back to that state and starts a new member. Rotated objects (``%(batch)05d``) are
 finished as each fills up; those a killed run began after its checkpoint are removed.
 A compressed member is also closed every ``MEMBER_BYTES`` of items. A write that fails (a full disk)
 is undone: uncompressed, the item's bytes; compressed, the whole open member (the object cut back
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.items import item_to_dict
@@ -29,6 +31,7 @@ from eclaw.outputs.api import (
     Sink,
     StreamFormat,
 )
+from eclaw.security.redact import MASK
 from eclaw.storage.paths import fill_template
 
 if TYPE_CHECKING:
@@ -57,11 +60,11 @@ class StreamOutput:
         self.run_key = options.run_key
         self.batch_items, self.batch_bytes = options.batch_items, options.batch_bytes
         if spec.rotating and not (self.batch_items or self.batch_bytes):
-            raise ConfigError(f"{spec.text}: %(batch)d in an output needs output_batch_items or output_batch_bytes")
+            raise ConfigError(f"{spec.shown}: %(batch)d in an output needs output_batch_items or output_batch_bytes")
         if (self.batch_items or self.batch_bytes) and not spec.rotating:
-            raise ConfigError(f"{spec.text}: rotating outputs need %(batch)05d in the path")
+            raise ConfigError(f"{spec.shown}: rotating outputs need %(batch)05d in the path")
         if options.partition_by:
-            raise ConfigError(f"{spec.text}: only Parquet outputs can be partitioned")
+            raise ConfigError(f"{spec.shown}: only Parquet outputs can be partitioned")
         self.count = 0  # items written, all objects
         self._crawl: CrawlContext | None = None
         self._member_start, self._member_raw = 0, 0  # the open member: where it began, raw bytes in it
@@ -76,7 +79,7 @@ class StreamOutput:
         self._saved: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
-        return f"StreamOutput({self.spec.text!r})"
+        return f"StreamOutput({self.spec.shown!r})"
 
     @property
     def exactly_once(self) -> bool:
@@ -91,12 +94,13 @@ class StreamOutput:
 
     async def open(self, crawl: CrawlContext) -> None:
         self._spider, self._crawl = crawl.spider.name, crawl
+        crawl.redactor.learn_url(self.spec.location)  # a password in the URI is masked wherever the crawl writes
         if self._resume is None:
             self._start(1)
         else:
             await self._reopen(self._resume)
         if not self.exactly_once:
-            logger.info("output %s is not exactly-once: a resumed crawl may repeat items there", self.spec.text)
+            logger.info("output %s is not exactly-once: a resumed crawl may repeat items there", self.spec.shown)
 
     def _start(self, batch: int) -> None:
         location = self._location(self._spider, batch)
@@ -106,12 +110,12 @@ class StreamOutput:
         self._write(self._encoder.header())
 
     async def _reopen(self, saved: dict[str, Any]) -> None:
-        location = saved["location"]
-        self._sink = self.destination.reopen(location)
+        self.locations = [self._unmasked(shown, batch) for batch, shown in enumerate(saved["locations"], 1)]
+        self.count = int(saved["items"])
+        self._sink = self.destination.reopen(self.locations[-1])
         await self._sink.resume(saved["sink"])
         self._encoder = self.format.encoder(self.spec)
         self._encoder.restore(saved["encoder"])
-        self.locations, self.count = list(saved["locations"]), int(saved["items"])
         batch = len(self.locations) + 1
         while self.spec.rotating and self.destination.remove(self._location(self._spider, batch)):
             batch += 1  # an object begun after the checkpoint
@@ -183,7 +187,7 @@ class StreamOutput:
         if isinstance(self._sink, Rewinds):
             self._sink.truncate(self._member_start)
         self._encoder.restore(self._member_encoder)
-        logger.error("output %s: %s; %d items of its last member dead-lettered", self.spec.text, error, len(rows))
+        logger.error("output %s: %s; %d items of its last member dead-lettered", self.spec.shown, error, len(rows))
         if rows and self._crawl is not None:
             self._crawl.dead_letter(self, rows, error)
             self.count -= len(rows)
@@ -193,13 +197,27 @@ class StreamOutput:
         assert self._sink is not None and self._encoder is not None, "output not open"
         self._close_member()
         sink_state = await self._sink.commit()
-        self._saved = {
-            "location": self.locations[-1],
-            "locations": list(self.locations),
+        self._saved = {  # saved with the crawl's state: the locations as the redactor shows them
+            "locations": [self._masked(location) for location in self.locations],
             "sink": sink_state,
             "encoder": self._encoder.state(),
             "items": self.count,
         }
+
+    def _masked(self, location: str) -> str:
+        assert self._crawl is not None, "output not open"
+        return self._crawl.redactor.url(location)
+
+    def _unmasked(self, shown: str, batch: int) -> str:
+        """A saved location, its password given back: the object of that batch this run would name, or
+        (``{date}`` changed since) the saved one with the spec's user and password put back."""
+        location = self._location(self._spider, batch)
+        if self._masked(location) == shown:
+            return location
+        parts = urlsplit(self.spec.location)
+        if parts.password is None:
+            return shown
+        return shown.replace(f"{parts.username}:{MASK}@", f"{parts.username}:{parts.password}@", 1)
 
     def checkpoint(self) -> dict[str, Any] | None:
         """The state the last :meth:`flush` committed."""

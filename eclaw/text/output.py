@@ -163,7 +163,7 @@ def _int_option(spec: OutputSpec, name: str, default: int) -> int:
     try:
         return int(value)
     except ValueError:
-        raise ConfigError(f"output {spec.text}: ?{name}= takes a whole number, not {value!r}") from None
+        raise ConfigError(f"output {spec.shown}: ?{name}= takes a whole number, not {value!r}") from None
 
 
 class _MarkdownFolder:
@@ -174,7 +174,7 @@ class _MarkdownFolder:
 
     def make(self, path: str, spec: OutputSpec, options: OutputOptions) -> PageOutput:
         if spec.scheme != "file":
-            raise ConfigError(f"output {spec.text}: markdown pages are written to a local folder")
+            raise ConfigError(f"output {spec.shown}: markdown pages are written to a local folder")
         return PageOutput(FolderPages(path, run_key=options.run_key))
 
 
@@ -186,7 +186,7 @@ class _MarkdownJsonl:
 
     def make(self, path: str, spec: OutputSpec, options: OutputOptions) -> PageOutput:
         if spec.scheme != "file":  # a staged upload would not watch pages
-            raise ConfigError(f"output {spec.text}: markdown pages are written to a local file")
+            raise ConfigError(f"output {spec.shown}: markdown pages are written to a local file")
         rotating = "%(batch)" in path
         writer = JsonlPages(
             path,

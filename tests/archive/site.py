@@ -50,6 +50,7 @@ SENT: dict[str, tuple[str, bytes]] = {  # path -> (content type, body as sent)
 GZ_DECODED = _GZ_HTML
 FAILED = {"/missing", "/broken"}  # a 404, a page whose callback raises: archived all the same
 PARSED = {*SENT, "/changing"} - FAILED  # the pages whose requests end parsed
+REDIRECTS = {"/moved"}  # a 302 to /landing: archived as a hop before the page it led to
 
 
 def make_app() -> web.Application:

@@ -52,6 +52,23 @@ async def test_pywb_replays_the_archived_pages(tmp_path: Path) -> None:
                     assert response.headers["Content-Type"] == kind
         async with session.get(f"{pywb}/crawls/{first[base + '/missing'][0]}id_/{base}/missing") as response:
             assert response.status == 404  # replayed as archived
+        for archive in (first, second):
+            await _follows_the_redirect(session, f"{pywb}/crawls/{archive[base + '/moved'][0]}", base)
+
+
+async def _follows_the_redirect(session: aiohttp.ClientSession, capture: str, base: str) -> None:
+    """The archived 302 replays as a 302: as archived with ``id_``, its Location rewritten into the
+    archive otherwise; a client that follows it gets the page it led to, from the archive."""
+    async with session.get(f"{capture}id_/{base}/moved", allow_redirects=False) as response:
+        assert response.status == 302, await response.text()
+        assert response.headers["Location"] == "/landing"  # the header as the site sent it
+    async with session.get(f"{capture}mp_/{base}/moved", allow_redirects=False) as response:
+        assert response.status == 302, await response.text()
+        location = response.headers["Location"]
+    assert location == f"/crawls/{capture.rsplit('/', 1)[1]}mp_/{base}/landing"  # into the archive
+    async with session.get(f"{capture}mp_/{base}/moved") as response:
+        assert response.status == 200 and len(response.history) == 1
+        assert b"<h1>Landed</h1>" in await response.read()
 
 
 def doc_commands() -> list[str]:

@@ -19,7 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from eclaw.testing import serve
 from tests.archive.helpers import ROOT, SPIDER, Record, crawl, read_archive, sha1_b32
-from tests.archive.site import FAILED, GZ_DECODED, PARSED, SENT, TOKEN, make_app
+from tests.archive.site import FAILED, GZ_DECODED, PARSED, REDIRECTS, SENT, TOKEN, make_app
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -58,7 +58,7 @@ async def test_records_are_valid_and_hold_the_bytes_the_site_sent(crawled: Crawl
     assert {r.headers.get("WARC-Date", "")[:2] for r in records} == {"20"}
     assert all(r.digests_passed is not False for r in records), "warcio found a bad digest"
     responses, requests = by_kind(records, "response"), by_kind(records, "request")
-    assert set(responses) == PARSED | FAILED
+    assert set(responses) == PARSED | FAILED | REDIRECTS
     for path, (kind, body) in SENT.items():
         record = responses[path]
         assert record.payload == body, path  # the gzip page's compressed bytes, the binary file whole
@@ -77,12 +77,25 @@ async def test_records_are_valid_and_hold_the_bytes_the_site_sent(crawled: Crawl
     assert all(r.headers["WARC-Record-ID"].startswith("<urn:uuid:") for r in records)
 
 
-async def test_a_redirect_archives_the_page_it_led_to(crawled: Crawled) -> None:
-    """The fetcher keeps the final hop's exchange: the page under its own URL, not the 302 before it."""
+async def test_a_redirect_archives_each_hop_then_the_page_it_led_to(crawled: Crawled) -> None:
+    """The 302 is archived under its own URL, with its Location and body as sent, and its request
+    (credentials redacted), before the page it led to; the index names both; a recrawl writes the
+    hop again as a response (a replay follows it), the page as a revisit."""
     records = read_archive(crawled.first)
-    assert "/moved" not in {r.path for r in records}
-    landing = by_kind(records, "response")["/landing"]
+    responses, requests = by_kind(records, "response"), by_kind(records, "request")
+    hop, landing = responses["/moved"], responses["/landing"]
+    assert hop.http is not None and hop.http.get_statuscode() == "302"
+    assert hop.http.get_header("Location") == "/landing"
+    assert hop.payload == b"302: Found" and hop.headers["WARC-Payload-Digest"] == sha1_b32(b"302: Found")
+    assert requests["/moved"].headers["WARC-Concurrent-To"] == hop.headers["WARC-Record-ID"]
     assert landing.payload == SENT["/landing"][1] and landing.http.get_statuscode() == "200"  # type: ignore[union-attr]
+    assert records.index(requests["/moved"]) < records.index(landing)  # the hop first, as it happened
+    index = [json.loads(line.split(" ", 2)[2]) for line in (crawled.folder / "first.cdxj").read_text().splitlines()]
+    assert {"url": crawled.base + "/moved", "status": "302"}.items() <= next(
+        fields for fields in index if fields["url"].endswith("/moved")
+    ).items()
+    again = by_kind(read_archive(crawled.second), "response")
+    assert again["/moved"].http.get_statuscode() == "302"  # type: ignore[union-attr]
 
 
 async def test_credentials_are_redacted_and_never_in_the_file(crawled: Crawled) -> None:
@@ -121,8 +134,8 @@ async def test_a_recrawl_writes_unchanged_pages_as_revisits(crawled: Crawled) ->
     first = by_kind(read_archive(crawled.first), "response")
     second = read_archive(crawled.second)
     revisits, responses = by_kind(second, "revisit"), by_kind(second, "response")
-    assert set(revisits) == set(first) - {"/changing"}
-    assert set(responses) == {"/changing"}  # its body differs on every visit
+    assert set(revisits) == set(first) - {"/changing"} - REDIRECTS
+    assert set(responses) == {"/changing"} | REDIRECTS  # its body differs on every visit; a hop is never a revisit
     for path, revisit in revisits.items():
         original = first[path]
         assert revisit.headers["WARC-Profile"] == "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"

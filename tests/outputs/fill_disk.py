@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from eclaw.outputs.build import output_for
+from eclaw.security.redact import Redactor
 from eclaw.spider import Spider
 
 
@@ -21,6 +22,7 @@ class Books(Spider):
 
 class Crawl:
     spider = Books()
+    redactor = Redactor()
 
     def __init__(self) -> None:
         self.dead: list[int] = []

@@ -18,6 +18,7 @@ from eclaw import Engine, Response
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.build import output_for
 from eclaw.outputs.spec import parse_spec
+from eclaw.security.redact import Redactor
 from eclaw.spider import Spider
 from eclaw.testing import serve
 from tests.outputs.readback import read_rows
@@ -31,7 +32,7 @@ class Books(Spider):
     name = "books"
 
 
-CRAWL: Any = SimpleNamespace(spider=Books())
+CRAWL: Any = SimpleNamespace(spider=Books(), redactor=Redactor())
 
 
 async def write(spec: str, items: list[dict[str, Any]], *, checkpoint_every: int = 0) -> None:
