@@ -8,6 +8,9 @@ proxies behave as with the plain fetcher.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -34,6 +37,7 @@ from eclaw.exceptions import (
     UnsupportedRedirect,
 )
 from eclaw.http.urls import url_host
+from eclaw.media import FilesPipeline
 from eclaw.middlewares import BROWSERS
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
@@ -209,6 +213,124 @@ async def test_bodies_over_max_response_size_are_refused_as_they_arrive(fetch: A
     assert time.monotonic() - started < 10  # refused as it arrives (slack for a loaded machine)
     assert site.logged("/bomb.html")["encoding"] == "gzip"
     assert len((await fetch("/bomb.html", max_response_size=9 * MB)).body) == 8 * MB + 7
+
+
+class Chunks:
+    """A body sink keeping what it was given, chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.begun = 0
+
+    async def begin(self) -> None:
+        self.begun += 1
+        self.chunks.clear()
+
+    async def write(self, data: bytes) -> None:
+        self.chunks.append(data)
+
+
+async def test_a_request_streams_its_body_to_a_sink_under_its_own_bound(site: Nginx) -> None:
+    downloader = ImpersonateDownloader()
+    await downloader.open(Glossary(), Settings(verify_tls=False, max_response_size=MB))
+    try:
+        sink = Chunks()
+        meta = {"stream_to": sink, "max_response_size": 3 * MB}  # over the setting's bound: the request's own
+        response = await downloader.fetch(Request(site.base + "/archive.bin", meta=meta))
+        assert response.status == 200 and response.body == b"" and sink.begun == 1
+        assert b"".join(sink.chunks) == (site.workdir / "site" / "archive.bin").read_bytes() and len(sink.chunks) > 8
+        with pytest.raises(ResponseTooLarge, match=f"body over max_response_size {MB}"):  # a bomb, streamed
+            await downloader.fetch(Request(site.base + "/bomb.html", meta={"stream_to": Chunks()}))
+        missing = Chunks()
+        response = await downloader.fetch(Request(site.base + "/nowhere", meta={"stream_to": missing}))
+        assert response.status == 404 and response.body and missing.begun == 0  # not 2xx: read as a page
+        started = time.monotonic()
+        with pytest.raises(DownloadTimeout, match="timeout fetching"):  # 40 KB at 1 KB/s: the whole is timed
+            await downloader.fetch(Request(site.base + "/slow.html", meta={"stream_to": Chunks(),
+                                                                             "download_timeout": 0.5}))  # fmt: skip
+        assert time.monotonic() - started < 10  # not the 40 s of the whole page (slack for a loaded machine)
+        start = len(site.log())  # the cookie a streamed response sets goes with the pages: one jar a crawl
+        await downloader.fetch(Request(site.base + "/welcome.html", meta={"stream_to": Chunks()}))
+        await downloader.fetch(Request(site.base + "/terms/cafe.html"))
+        assert [line["cookie"] for line in served(site, start, 2)] == ["", "fr"]
+    finally:
+        await downloader.close()
+
+
+RSS_CHILD = """
+import asyncio, hashlib, json, sys
+from eclaw import Request, Settings, Spider
+from eclaw.downloaders.impersonate import ImpersonateDownloader
+
+class Digest:
+    async def begin(self):
+        self.sha, self.size = hashlib.sha256(), 0
+    async def write(self, data):
+        self.sha.update(data)
+        self.size += len(data)
+
+def peak_kb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+async def main(base):
+    downloader = ImpersonateDownloader()
+    await downloader.open(Spider(name="rss"), Settings(max_response_size=1024 * 1024))
+    small = Digest()
+    await downloader.fetch(Request(base + "/small", meta={"stream_to": small}))
+    before, big = peak_kb(), Digest()
+    await downloader.fetch(Request(base + "/big", meta={"stream_to": big, "max_response_size": 2**30}))
+    await downloader.close()
+    print(json.dumps({"before": before, "after": peak_kb(), "size": big.size, "sha": big.sha.hexdigest()}))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+async def test_a_200_mb_body_streams_at_flat_rss() -> None:
+    from aiohttp import web
+
+    chunk, count = bytes(range(256)) * 4096, 200  # 1 MB, 200 times
+
+    async def big(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = len(chunk) * count
+        await response.prepare(request)
+        for _ in range(count):
+            await response.write(chunk)
+        return response
+
+    async def small(request: web.Request) -> web.Response:
+        return web.Response(body=chunk, content_type="application/octet-stream")
+
+    app = web.Application()
+    app.router.add_get("/big", big)
+    app.router.add_get("/small", small)
+    async with serve(app) as base:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", RSS_CHILD, base, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(child.communicate(), timeout=120)
+    assert child.returncode == 0, err.decode()[-2000:]
+    report = json.loads(out)
+    assert report["size"] == len(chunk) * count and report["sha"] == hashlib.sha256(chunk * count).hexdigest()
+    assert report["after"] - report["before"] < 40 * 1024, report  # kB: the 200 MB never in memory
+
+
+async def test_the_files_pipeline_streams_through_the_impersonate_fetcher(site: Nginx, tmp_path: Path) -> None:
+    class Files(Spider):
+        name = "files"
+        fetcher = "impersonate"
+        pipelines = [FilesPipeline]
+
+        def parse(self, response: Response) -> Iterator[Any]:
+            yield {"file_urls": [response.urljoin("/archive.bin")]}
+
+    settings = Settings(verify_tls=False, store="", files_store=str(tmp_path), max_response_size=MB)
+    [item], _ = await collect(Files, settings=settings, start_urls=[site.base + "/"])
+    [stored] = item["files"]  # 2 MB: over max_response_size, under files_max_size
+    assert stored["status"] == "downloaded" and stored["size"] == 2 * MB
+    assert (tmp_path / stored["path"]).read_bytes() == (site.workdir / "site" / "archive.bin").read_bytes()
 
 
 async def test_timeouts(fetch: Any) -> None:

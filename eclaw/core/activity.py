@@ -64,11 +64,12 @@ class Activity:
             self.wakeup.set()
 
     @asynccontextmanager
-    async def callback(self) -> AsyncIterator[None]:
-        """Around a callback, an errback or anything that may yield items: held at the gate during a checkpoint."""
+    async def callback(self, *, gated: bool = True) -> AsyncIterator[None]:
+        """Around a callback, an errback or anything that may yield items: held at the gate during a checkpoint
+        (unless not ``gated``: one that only completes an item a pipeline holds, which the checkpoint waits for)."""
         self.callbacks += 1
         try:
-            if self._hold is not None:
+            if gated and self._hold is not None:
                 await self._gate()
             yield
         finally:

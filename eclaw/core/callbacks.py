@@ -39,6 +39,7 @@ from eclaw.events import (
 )
 from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse, RetryRequest, SitemapError
 from eclaw.http import Request, Response
+from eclaw.http.types import COMPLETES
 from eclaw.http.urls import redact_url
 from eclaw.items import is_item
 from eclaw.observe.logs import request_id
@@ -94,7 +95,7 @@ class CallbackRunner:
         request = response.request
         request_id.set(request._id)
         counts = [0, 0]
-        async with self._activity.callback():
+        async with self._activity.callback(gated=not _completes(request)):
             try:
                 await self._collect(self._parser.parse(response, self._spider), request, response, counts)
             except CloseSpider as exc:
@@ -148,7 +149,7 @@ class CallbackRunner:
         """A request with an errback failed for good: run it (its outputs are routed like a callback's)."""
         response = event.error.response if isinstance(event.error, HttpError) else None
         try:
-            async with self._activity.callback():
+            async with self._activity.callback(gated=not _completes(event.request)):
                 await self._collect(self._parser.recover(event, self._spider), event.request, response, [0, 0])
         except asyncio.CancelledError:
             raise
@@ -283,3 +284,10 @@ def _kind(value: object) -> str:
     if value is None:
         return _NOTHING
     raise TypeError(f"callback yielded {type(value).__name__}: expected an item (dict, dataclass) or Request")
+
+
+def _completes(request: Request) -> bool:
+    """Its callbacks finish an item a pipeline holds (files of an item): a checkpoint, which waits for that
+    item, must not hold them back."""
+    meta = request._meta
+    return bool(meta and meta.get(COMPLETES))

@@ -3,12 +3,16 @@
 The one place that talks to curl_cffi (``pip install 'eclaw[impersonate]'``), imported
 when the fetcher opens, so eclaw imports without it. It behaves as the plain fetcher
 does where users rely on it: redirects followed by eclaw hop by hop
-(:mod:`eclaw.downloaders.redirects`); bodies refused past ``max_response_size`` as they
-arrive (curl counts them after decompression, so a gzip bomb is cut off early); the
-same timeouts, ``verify_tls``, cookies per crawl and ``meta["proxy"]`` (chosen again for each
-redirect hop); the request's own credentials and ``http_auth`` on each hop as
-:mod:`eclaw.security.scope` says (a ``Proxy-Authorization`` header goes to the proxy, never
-through the tunnel); curl's errors become :mod:`eclaw.exceptions` here.
+(:mod:`eclaw.downloaders.redirects`); bodies refused past ``max_response_size`` as they arrive
+(curl counts them after decompression, so a gzip bomb is cut off early); a request with
+``meta["stream_to"]`` (:class:`~eclaw.http.types.BodySink`, as the plain fetcher honours it) goes
+through curl_cffi's streaming API, in a second session sharing the cookie jar: its 2xx body is
+written to the sink chunk by chunk, never whole in memory, under its own
+``meta["max_response_size"]`` (else the setting), counted here; the same timeouts,
+``verify_tls``, cookies per crawl and ``meta["proxy"]`` (chosen again for each redirect hop); the
+request's own credentials and ``http_auth`` on each hop as :mod:`eclaw.security.scope` says (a
+``Proxy-Authorization`` header goes to the proxy, never through the tunnel); curl's errors become
+:mod:`eclaw.exceptions` here.
 
 HTTP/2 is negotiated by ALPN, as the browser does; ``response.meta["http_version"]``
 says what was used (``"HTTP/2"``, ``"HTTP/1.1"``, ...).
@@ -23,15 +27,18 @@ when the spider's ``user_agent`` or the ``user_agent`` setting names one, is sen
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import difflib
 import logging
 import math
 import re
 import ssl
 import typing
-from collections.abc import Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -50,6 +57,7 @@ from eclaw.exceptions import (
     TruncatedResponse,
 )
 from eclaw.http import Request, Response
+from eclaw.http.types import STREAM_TO, BodySink
 from eclaw.http.urls import redact_url
 from eclaw.security.headers import sensitive_headers
 from eclaw.security.scope import proxy_authorization, scoped, why_not_carried
@@ -57,6 +65,7 @@ from eclaw.sessions.auth import HostAuth
 
 if TYPE_CHECKING:
     from curl_cffi.requests import AsyncSession
+    from curl_cffi.requests import Response as CurlResponse
     from curl_cffi.requests.exceptions import RequestException
 
     from eclaw.contracts import HopCheck
@@ -78,7 +87,9 @@ class ImpersonateDownloader:
 
     def __init__(self) -> None:
         self._session: AsyncSession[Any] | None = None
+        self._streaming: AsyncSession[Any] | None = None
         self._check: HopCheck | None = None
+        self._stopping: set[asyncio.Task[None]] = set()  # transfers told to stop, till curl hands their handle back
 
     def check_hops(self, check: HopCheck) -> None:
         """Have ``check`` vet each redirect hop (:class:`~eclaw.downloaders.base.VetsHops`)."""
@@ -99,11 +110,7 @@ class ImpersonateDownloader:
         self._auth = HostAuth(settings.http_auth, spider.http_auth)
         self._allowed = frozenset(d.lower() for d in spider.allowed_domains)
         self._stock = {} if spider.user_agent or settings.user_agent else {ua: rest for ua, *rest in BROWSERS}
-        options: dict[CurlOpt, int | str] = {
-            CurlOpt.CONNECTTIMEOUT_MS: math.ceil(settings.connect_timeout * 1000),
-            # a Content-Length over it is refused unread, a body stopped once it grows past it (decompressed)
-            CurlOpt.MAXFILESIZE_LARGE: settings.max_response_size,
-        }
+        options: dict[CurlOpt, int | str] = {CurlOpt.CONNECTTIMEOUT_MS: math.ceil(settings.connect_timeout * 1000)}
         cafile = ssl.get_default_verify_paths().cafile  # Python's (the system's, or SSL_CERT_FILE), as plain's
         if settings.verify_tls and cafile:
             options[CurlOpt.CAINFO] = options[CurlOpt.PROXY_CAINFO] = cafile
@@ -112,21 +119,37 @@ class ImpersonateDownloader:
             options[CurlOpt.LOW_SPEED_TIME] = math.ceil(settings.read_timeout)
         target = _target(settings.impersonate)
         logger.debug("impersonate fetcher open: passing for %s", target)
-        self._session = AsyncSession(
-            impersonate=target,
-            max_clients=settings.concurrency,
-            timeout=settings.timeout,
-            verify=settings.verify_tls,
-            allow_redirects=False,
-            discard_cookies=not settings.cookies,
-            trust_env=False,  # as aiohttp: no proxy from the environment; a proxy is meta["proxy"]
-            curl_options=options,
-        )
+        self._options: dict[str, Any] = {
+            "impersonate": target,
+            "max_clients": settings.concurrency,
+            "timeout": settings.timeout,
+            "verify": settings.verify_tls,
+            "allow_redirects": False,
+            "discard_cookies": not settings.cookies,
+            "trust_env": False,  # as aiohttp: no proxy from the environment; a proxy is meta["proxy"]
+        }
+        # pages: a Content-Length over it is refused unread, a body stopped once it grows past it (decompressed)
+        pages = {**options, CurlOpt.MAXFILESIZE_LARGE: settings.max_response_size}
+        self._session = AsyncSession(**self._options, curl_options=pages)
+        self._stream_options = options  # streamed bodies have their own bound, counted here (see _streams)
+
+    def _streams(self) -> AsyncSession[Any]:
+        """The session of the requests that stream their body (``meta["stream_to"]``), opened at the first:
+        curl_cffi's streaming mode, each body bounded by its own request, the pages' cookie jar shared."""
+        if self._streaming is None:
+            from curl_cffi.requests import AsyncSession
+
+            assert self._session is not None
+            jar = self._session.cookies.jar  # one jar per crawl, whichever session a response came through
+            self._streaming = AsyncSession(**self._options, cookies=jar, curl_options=self._stream_options)
+        return self._streaming
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._streaming):
+            if session is not None:
+                await session.close()  # ends the transfers still stopping too
+        self._session = self._streaming = None
+        await asyncio.gather(*self._stopping, return_exceptions=True)
 
     async def fetch(self, request: Request) -> Response:
         if self._session is None:
@@ -138,32 +161,102 @@ class ImpersonateDownloader:
         assert self._session is not None
         meta = request._meta  # not request.meta: that would give every request a dict
         proxy = await hop_proxy(request, url, chain)
-        timeout = meta.get("download_timeout") if meta else None  # this request's own, in all
         sent = self._headers(request)
         if sent:  # the request's own credentials: to its origin only (eclaw.security.scope)
             sent = dict(scoped(sent, self._sensitive, why_not_carried(request.url, chain, url), url))
         if self._auth:  # http_auth: bound to its scheme, host and port, as the plain fetcher sends it
             sent = dict(self._auth.added(sent or {}, url, chain))
         own_proxy_auth = proxy_authorization(request._headers, meta.get("proxy") if meta else None, proxy)
+        timeout = meta.get("download_timeout") if meta else None  # this request's own, in all
+        total = float(timeout) if timeout is not None else self._settings.timeout
+        options = {
+            "headers": sent,
+            "data": body or None,
+            "proxy": proxy or None,
+            "proxy_auth": _basic(own_proxy_auth) if own_proxy_auth and "@" not in (proxy or "") else None,
+            "quote": False,  # eclaw's URLs are escaped already
+            "timeout": total,
+        }
+        sink: BodySink | None = meta.get(STREAM_TO) if meta else None
         try:
-            answer = await self._session.request(
-                method,  # type: ignore[arg-type]  # any method eclaw was given
-                url,
-                headers=sent,
-                data=body or None,
-                proxy=proxy or None,
-                proxy_auth=_basic(own_proxy_auth) if own_proxy_auth and "@" not in (proxy or "") else None,
-                quote=False,  # eclaw's URLs are escaped already
-                timeout=float(timeout) if timeout is not None else self._settings.timeout,
-            )
+            if meta and sink is not None:
+                limit = meta.get("max_response_size", self._settings.max_response_size)
+                answer, data = await self._streamed(method, url, options, sink, limit)
+            else:
+                answer = await self._session.request(method, url, **options)  # type: ignore[arg-type]  # any method
+                data = answer.content
         except self._errors as exc:
             raise _translated(exc, url, proxy, self._settings.max_response_size) from exc
+        except TimeoutError:  # a streamed exchange past its timeout
+            raise DownloadTimeout(f"timeout fetching {url}") from None
         request.meta["http_version"] = _HTTP_VERSIONS.get(answer.http_version, "")
-        headers = CIMultiDictProxy(CIMultiDict(answer.headers.multi_items()))
+        headers = CIMultiDictProxy(CIMultiDict((k, v or "") for k, v in answer.headers.multi_items()))
         location = headers.get("Location")
         if answer.status_code in REDIRECTS and location:
             return answer.status_code, headers, b"", location
-        return answer.status_code, headers, answer.content, None
+        return answer.status_code, headers, data, None
+
+    async def _streamed(
+        self, method: str, url: str, options: dict[str, Any], sink: BodySink, limit: int
+    ) -> tuple[CurlResponse, bytes]:
+        """A request whose 2xx body goes to ``sink`` chunk by chunk (``b""`` returned for it), under
+        ``limit``; other bodies are returned. Streamed, curl_cffi turns the timeout into a stall limit:
+        the whole exchange is held to it here.
+
+        Raises:
+            TimeoutError: past the timeout (the transfer is stopped).
+        """
+        async with asyncio.timeout(options["timeout"]):
+            sending = self._streams().request(method, url, stream=True, **options)  # type: ignore[arg-type]
+            answer = await self._answer(sending)
+            data = await self._read(answer, url, limit, sink if 200 <= answer.status_code < 300 else None)
+        return answer, data
+
+    async def _answer(self, sending: Awaitable[CurlResponse]) -> CurlResponse:
+        """The response (its headers) to ``sending``; if the wait is given up (a timeout, a cancelled
+        crawl), the transfer is stopped as soon as curl has its headers, in the background."""
+        task = asyncio.ensure_future(sending)
+        try:
+            return await asyncio.shield(task)
+        except BaseException:
+            self._background(_dropped(task))
+            raise
+
+    async def _read(self, answer: CurlResponse, url: str, limit: int, sink: BodySink | None) -> bytes:
+        """The body of ``answer`` (to ``sink`` if one is given: then ``b""``), at most ``limit`` bytes after
+        decompression: a ``Content-Length`` over it is refused unread, a body stopped once it grows past it.
+
+        Raises:
+            ResponseTooLarge: over ``limit``; the transfer is stopped (so it is on any error or cancellation).
+        """
+        declared = answer.headers.get("Content-Length")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            if declared and declared.isdigit() and int(declared) > limit:
+                raise ResponseTooLarge(f"{url}: Content-Length {declared} > max_response_size {limit}")
+            if sink is not None:
+                await sink.begin()
+            async with aclosing(answer.aiter_content()) as body:  # type: ignore[no-untyped-call]  # curl_cffi's
+                async for chunk in body:
+                    size += len(chunk)
+                    if size > limit:
+                        raise ResponseTooLarge(f"{url}: body over max_response_size {limit}")
+                    if sink is None:
+                        chunks.append(chunk)
+                    else:
+                        await sink.write(chunk)
+        except BaseException:
+            self._background(_stopped(answer))
+            raise
+        return b"".join(chunks)
+
+    def _background(self, stopping: Coroutine[Any, Any, None]) -> None:
+        """Let a transfer given up end in the background: curl gives up at its next chunk (or at its stall
+        limit) and hands its handle back to the session; :meth:`close` waits for what is left."""
+        task = asyncio.ensure_future(stopping)
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
 
     def _headers(self, request: Request) -> dict[str, str] | None:
         """The request's headers, less the stock browser UA (and its ``Accept`` headers) that would
@@ -178,6 +271,23 @@ class ImpersonateDownloader:
         accept, language = stock
         drop = {"user-agent": agent, "accept": accept, "accept-language": language}
         return {name: value for name, value in headers.items() if drop.get(name.lower()) != value}
+
+
+async def _stopped(answer: CurlResponse) -> None:
+    """Stop a transfer read no further, and wait for curl to hand its handle back."""
+    if answer.quit_now is not None:
+        answer.quit_now.set()  # curl's next chunk is refused: the transfer ends there
+    with contextlib.suppress(Exception):  # the transfer's own end: curl's write error, now it was told to stop
+        await answer.aclose()  # type: ignore[no-untyped-call]  # curl_cffi's, untyped
+
+
+async def _dropped(sending: asyncio.Future[CurlResponse]) -> None:
+    """Stop the transfer of a response no one waits for any more, once its headers are in."""
+    try:
+        answer = await sending
+    except Exception:  # it failed on its own: nothing to stop
+        return
+    await _stopped(answer)
 
 
 def _basic(header: str) -> tuple[str, str] | None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypedDict
 
-__all__ = ["STREAM_TO", "BodySink", "Callback", "Page", "RequestOptions"]
+__all__ = ["COMPLETES", "STREAM_TO", "BodySink", "Callback", "Page", "RequestOptions"]
 
+COMPLETES = "completes"  # request meta: its callbacks only finish an item a pipeline holds (never held at a checkpoint)
 STREAM_TO = "stream_to"  # the request meta key of a BodySink: the body goes there, not into memory
 
 Callback = Callable[..., Any]

@@ -71,8 +71,8 @@ class ImagesPipeline(FilesPipeline):
         if turned is not None:
             body.adopt(turned)
         checksum = body.checksum()
-        made = {name: store.place(path, f"thumbs/{name}/{checksum}.jpg") for name, path in thumbs.items()}
-        return self._commit(url, body, media_type, {"width": width, "height": height, "thumbs": made})
+        made = {name: await store.place(path, f"thumbs/{name}/{checksum}.jpg") for name, path in thumbs.items()}
+        return await self._commit(url, body, media_type, {"width": width, "height": height, "thumbs": made})
 
 
 def _prepare(

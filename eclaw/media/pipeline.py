@@ -1,15 +1,17 @@
 """The files pipeline: an item's ``file_urls`` downloaded through the crawl, its ``files`` filled in.
 
-Add ``eclaw.media.FilesPipeline`` to a spider's ``pipelines`` and set ``files_store`` (a directory).
+Add ``eclaw.media.FilesPipeline`` to a spider's ``pipelines`` and set ``files_store`` (a directory, or a
+destination URI such as ``s3://bucket/prefix``: :mod:`eclaw.media.remote`).
 Each URL of the item's ``files_urls_field`` (``file_urls``) becomes a request of the crawl itself (the
 same frontier, politeness, retries, sessions and proxies as a page), its body streamed to the store
 (:mod:`eclaw.media.store`), never whole in memory, up to ``files_max_size`` bytes. The item waits
 for its files, all in flight at once, then gets in ``files_result_field`` (``files``) one dict per
 URL, in order: ``url``, ``path`` (under the store), ``checksum`` (SHA-256), ``size``,
 ``media_type`` and ``status``: ``downloaded``, ``uptodate`` (stored less than ``files_expires``
-days ago: not fetched again) or ``failed`` (the item is still stored, as Scrapy does, unless
-``files_drop_failed``). The same URL in several items is fetched once. An item's files start when the item is submitted
-(``prefetch``), so the files of the items queued behind the one being processed are in flight too.
+days ago: not fetched again) or ``failed`` with a ``reason`` (the item is still stored, as Scrapy does,
+unless ``files_drop_failed``). The same URL in several items is fetched once. An item's files start
+when the item is submitted (``prefetch``), so the files of the items queued behind the one being
+processed are in flight too.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from urllib.parse import urlsplit
 from eclaw.events import RequestFailed, RequestGenerated
 from eclaw.exceptions import ConfigError, DropItem
 from eclaw.http import Request, Response
-from eclaw.http.types import STREAM_TO
+from eclaw.http.types import COMPLETES, STREAM_TO
+from eclaw.media.remote import DeliveryFailed, local_root, outbox_for
 from eclaw.media.store import FileStore, Stored, TempFile
+from eclaw.storage.paths import resolve_path
 
 if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
@@ -52,12 +56,17 @@ class FilesPipeline:
     async def open(self, crawl: CrawlContext) -> None:
         settings = crawl.settings
         if not settings.files_store:
-            raise ConfigError("FilesPipeline needs the files_store setting (a directory)")
+            raise ConfigError("FilesPipeline needs the files_store setting (a directory or a destination URI)")
         self._crawl = crawl
         self._urls_field, self._result_field = settings.files_urls_field, settings.files_result_field
         self._max_size, self._drop_failed = settings.files_max_size, settings.files_drop_failed
-        self._store = FileStore(settings.files_store, settings.files_expires, crawl.redactor.url)
-        self._store.open()
+        crawl.redactor.learn_url(settings.files_store)  # an ftp:// password is masked wherever it is written
+        spider = crawl.spider.name
+        state = resolve_path(settings.state_dir, spider, settings.run_key) if settings.state_dir else None
+        root = local_root(settings.files_store, spider, state)
+        store = FileStore(root, settings.files_expires, crawl.redactor.url, outbox_for(settings.files_store))
+        await store.open()
+        self._store = store
 
     async def close(self) -> None:
         if self._store is not None:
@@ -121,16 +130,18 @@ class FilesPipeline:
             media_type = media_type or mimetypes.guess_type(url)[0] or "application/octet-stream"
             try:
                 stored = await self.store_body(url, body, media_type)
-            except FileRefused as exc:
+            except (FileRefused, DeliveryFailed) as exc:
                 body.discard()
                 stored = _failed(url, str(exc))
+            if stored.status == "failed" and stored.path:
+                logger.warning("file %s failed: %s", url, stored.extra.get("reason", ""))
             _settle(done, stored)
 
         def failed(failure: RequestFailed) -> None:
             body.discard()
             _settle(done, _failed(url, str(failure.error)))
 
-        meta = {STREAM_TO: body, "max_response_size": self._max_size}
+        meta = {STREAM_TO: body, "max_response_size": self._max_size, COMPLETES: True}
         request = Request(url, callback=arrived, errback=failed, meta=meta, dont_filter=True)
         self._crawl.emit(RequestGenerated(request=request, parent=None))
 
@@ -139,11 +150,14 @@ class FilesPipeline:
 
         Raises:
             FileRefused: the file is not kept (the item lists it as failed).
+            DeliveryFailed: a file it placed could not be delivered to a remote store.
         """
-        return self._commit(url, body, media_type)
+        return await self._commit(url, body, media_type)
 
-    def _commit(self, url: str, body: TempFile, media_type: str, extra: dict[str, Any] | None = None) -> Stored:
-        return self._opened().commit(url, body, media_type, _extension(url, media_type), extra)
+    async def _commit(
+        self, url: str, body: TempFile, media_type: str, extra: dict[str, Any] | None = None
+    ) -> Stored:
+        return await self._opened().commit(url, body, media_type, _extension(url, media_type), extra)
 
     def _opened(self) -> FileStore:
         if self._store is None:
@@ -153,7 +167,7 @@ class FilesPipeline:
 
 def _failed(url: str, reason: str) -> Stored:
     logger.warning("file %s failed: %s", url, reason)
-    return Stored(url, "", "", 0, "", "failed")
+    return Stored(url, "", "", 0, "", "failed", {"reason": reason})
 
 
 def _settle(done: asyncio.Future[Stored], stored: Stored) -> None:

@@ -6,6 +6,10 @@ content address: a file killed mid-way is never under ``full/``, and what a kill
 ``tmp/`` is removed when the store opens. The same content from two URLs is one file. An index
 (``<root>/index.sqlite``) maps each URL to its file and when it was stored, for ``files_expires``;
 its URLs pass the crawl's redaction (``redact``), as every record eclaw writes does.
+
+With an :class:`~eclaw.media.remote.Outbox` (``files_store`` a destination URI), ``root`` is the
+store's local folder: each placed file is listed in the outbox with its index row in one
+transaction, then uploaded to ``{uri}/{relative path}`` and removed locally (:mod:`eclaw.media.remote`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from eclaw.media.remote import DeliveryFailed, Outbox
 
 __all__ = ["FileStore", "Stored", "TempFile"]
 
@@ -102,18 +109,27 @@ class TempFile:
 
 
 class FileStore:
-    """Files by content under ``root``; ``expires_days``: how long a URL's stored file is up to date."""
+    """Files by content under ``root``; ``expires_days``: how long a URL's stored file is up to date;
+    ``outbox``: the destination the files go on to (none: they stay under ``root``)."""
 
     def __init__(
-        self, root: str | Path, expires_days: float = 90.0, redact: Callable[[str], str] = lambda url: url
+        self,
+        root: str | Path,
+        expires_days: float = 90.0,
+        redact: Callable[[str], str] = lambda url: url,
+        outbox: Outbox | None = None,
     ) -> None:
         self.root = Path(root)
         self._redact = redact
         self._expires = expires_days * DAY
+        self._outbox = outbox
         self._db: sqlite3.Connection | None = None
 
-    def open(self) -> None:
-        """Create the directories and the index; remove what a killed run left in ``tmp/``."""
+    async def open(self) -> None:
+        """Create the directories and the index; remove what a killed run left in ``tmp/``; with an
+        outbox, check its destination first (ConfigError) and deliver what a past run left."""
+        if self._outbox is not None:
+            await self._outbox.check()
         for part in ("full", "tmp"):
             (self.root / part).mkdir(parents=True, exist_ok=True)
         for orphan in (self.root / "tmp").iterdir():
@@ -124,6 +140,12 @@ class FileStore:
             "CREATE TABLE IF NOT EXISTS files (url TEXT PRIMARY KEY, path TEXT, checksum TEXT, size INTEGER,"
             " media_type TEXT, stored_at REAL, extra TEXT)"
         )
+        if self._outbox is not None:
+            try:
+                await self._outbox.open(self._db, self.root)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         if self._db is not None:
@@ -135,36 +157,73 @@ class FileStore:
         return TempFile(self.root / "tmp")
 
     def known(self, url: str) -> Stored | None:
-        """``url``'s file when it was stored less than ``expires_days`` ago and is still there."""
+        """``url``'s file when it was stored less than ``expires_days`` ago and is still there
+        (delivered, for a remote store: its index is trusted, the destination not asked)."""
         row = self._index().execute(
             "SELECT path, checksum, size, media_type, stored_at, extra FROM files WHERE url = ?", (self._redact(url),)
         ).fetchone()
-        if row is None or time.time() - row[4] > self._expires or not (self.root / row[0]).is_file():
+        if row is None or time.time() - row[4] > self._expires:
             return None
-        return Stored(url, row[0], row[1], row[2], row[3], "uptodate", json.loads(row[5]))
+        there = (self.root / row[0]).is_file() if self._outbox is None else not self._outbox.holds(row[0])
+        return Stored(url, row[0], row[1], row[2], row[3], "uptodate", json.loads(row[5])) if there else None
 
-    def commit(
+    async def commit(
         self, url: str, body: TempFile, media_type: str, extension: str, extra: Mapping[str, Any] | None = None
     ) -> Stored:
-        """Move ``body`` to its content address (the same content already there: kept once) and index it."""
+        """Move ``body`` to its content address (the same content already there: kept once), index it,
+        and deliver it with an outbox (``status`` ``failed`` and a ``reason`` when that fails)."""
         body.seal()
         checksum = body.checksum()
-        relative = self.place(body.path, f"full/{checksum[:2]}/{checksum}{extension}")
+        relative = self._move(body.path, f"full/{checksum[:2]}/{checksum}{extension}")
         body.path = Path()
         extra = dict(extra or {})
-        self._index().execute(
-            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self._redact(url), relative, checksum, body.size, media_type, time.time(), json.dumps(extra)),
-        )
-        return Stored(url, relative, checksum, body.size, media_type, "downloaded", extra)
+        row = (self._redact(url), relative, checksum, body.size, media_type, time.time(), json.dumps(extra))
+        with self._transaction() as db:  # the file listed for delivery with its row, or neither
+            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+            if self._outbox is not None:
+                self._outbox.add(relative)
+        stored = Stored(url, relative, checksum, body.size, media_type, "downloaded", extra)
+        try:
+            await self._deliver(relative)
+        except DeliveryFailed as exc:
+            return Stored(url, relative, checksum, body.size, media_type, "failed", {**extra, "reason": str(exc)})
+        return stored
 
-    def place(self, temp: Path, relative: str) -> str:
-        """Rename the durable file ``temp`` to ``relative`` under the root, atomically; ``relative``."""
+    async def place(self, temp: Path, relative: str) -> str:
+        """Rename the durable file ``temp`` to ``relative`` under the root, atomically, and deliver it
+        with an outbox; ``relative``.
+
+        Raises:
+            DeliveryFailed: the outbox could not deliver it (it stays listed for the next run).
+        """
+        self._move(temp, relative)
+        if self._outbox is not None:
+            with self._transaction():
+                self._outbox.add(relative)
+        await self._deliver(relative)
+        return relative
+
+    async def _deliver(self, relative: str) -> None:
+        if self._outbox is not None:
+            await self._outbox.send(relative)
+
+    def _move(self, temp: Path, relative: str) -> str:
         target = self.root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temp, target)  # atomic: a content address's bytes replace the same bytes
         _fsync_dir(target.parent)
         return relative
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self._index()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
     def _index(self) -> sqlite3.Connection:
         if self._db is None:

@@ -12,6 +12,7 @@ cannot take back a file stored half-way, so the sink says ``exactly_once = False
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ftplib
 import hashlib
 import os
@@ -136,6 +137,7 @@ class FtpDestination:
         def store() -> None:
             ftp = _connect(location)
             try:
+                _make_dirs(ftp, posixpath.dirname(_path(location)))
                 with open(staged, "rb") as file:
                     ftp.storbinary(f"STOR {_path(location)}", file)
             finally:
@@ -145,6 +147,15 @@ class FtpDestination:
             await asyncio.to_thread(store)
         except (OSError, ftplib.Error, EOFError) as error:
             raise OSError(f"output {redact_url(location)}: {_reason(error)}") from None
+
+
+def _make_dirs(ftp: ftplib.FTP, directory: str) -> None:
+    """Create ``directory`` and its missing parents (a files store's ``full/ab/``)."""
+    made = ""
+    for part in filter(None, directory.split("/")):
+        made = f"{made}/{part}" if made or directory.startswith("/") else part
+        with contextlib.suppress(ftplib.error_perm):  # there already (or not ours to make: STOR says so)
+            ftp.mkd(made)
 
 
 class _Factory:

@@ -66,6 +66,8 @@ def _split(location: str) -> tuple[str, str]:
 def _reason(error: BaseException) -> str:
     """One line for a botocore error, never a secret: the service's code and message, or the error's."""
     response = getattr(error, "response", None)
+    if response is None and error.__context__ is not None:  # boto3's upload_file wraps the service's error
+        response = getattr(error.__context__, "response", None)
     if isinstance(response, dict):
         err = response.get("Error", {})
         code, message = err.get("Code", ""), err.get("Message", "")
@@ -197,7 +199,10 @@ class S3Destination:
     async def upload(self, staged: Path, location: str) -> None:
         bucket, key = _split(location)
         try:
-            await asyncio.to_thread(self.client.upload_file, str(staged), bucket, key)
+            from boto3.s3.transfer import TransferConfig  # boto3 is imported only with an s3:// output
+
+            flat = TransferConfig(max_concurrency=2)  # 2 parts of 8 MB in memory at most, not 10: RSS stays flat
+            await asyncio.to_thread(self.client.upload_file, str(staged), bucket, key, Config=flat)
         except Exception as error:
             raise OSError(f"output {redact_url(location)}: {_reason(error)}") from error
 

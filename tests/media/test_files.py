@@ -51,6 +51,11 @@ def _app(hits: dict[str, int]) -> web.Application:
             return web.Response(status=404)  # the files were not all in flight at once
         return web.Response(body=request.path.encode(), content_type="application/octet-stream")
 
+    async def late(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.3)  # the crawl's checkpoints (every 10 ms) come while the item waits for it
+        return web.Response(body=request.path.encode(), content_type="application/octet-stream")
+
+    app.router.add_get("/late/{name}", late)
     app.router.add_get("/gated/{name}", gated)
     app.router.add_get("/f/{name}", numbered)
     app.router.add_get("/same-as-1", same)
@@ -118,7 +123,7 @@ async def test_503_is_retried_and_a_failed_file_keeps_its_item(site: Any, tmp_pa
     flaky, missing = stored[0]["files"]
     assert flaky["status"] == "downloaded" and (tmp_path / flaky["path"]).read_bytes() == b"at last"
     assert missing == {"url": f"{base}/nowhere.bin", "path": "", "checksum": "", "size": 0, "media_type": "",
-                       "status": "failed"}  # fmt: skip
+                       "status": "failed", "reason": f"HTTP 404 for {base}/nowhere.bin"}  # fmt: skip
     dropped, _ = await collect(Items, settings=_settings(tmp_path, files_drop_failed=True), base=base, items=items)
     assert dropped == []
 
@@ -135,3 +140,14 @@ async def test_the_files_of_several_items_are_in_flight_at_once(site: Any, tmp_p
     items = [{"n": n, "file_urls": [f"/gated/{n}.bin"]} for n in range(3)]
     stored, _ = await collect(Items, settings=_settings(tmp_path, retries=0), base=base, items=items)
     assert [item["files"][0]["status"] for item in sorted(stored, key=lambda i: i["n"])] == ["downloaded"] * 3
+
+
+async def test_checkpoints_while_an_item_waits_for_its_files(site: Any, tmp_path: Path) -> None:
+    """With --state, a checkpoint waits for the items in the pipelines; the callbacks of their files
+    must not be held at the checkpoint's gate (it would wait for itself)."""
+    base, _ = site
+    items = [{"n": n, "file_urls": [f"/late/{n}.bin"]} for n in range(3)]
+    settings = _settings(tmp_path / "files", state_dir=str(tmp_path / "state"), checkpoint_interval=0.01)
+    stored, stats = await asyncio.wait_for(collect(Items, settings=settings, base=base, items=items), 60)
+    assert [item["files"][0]["status"] for item in sorted(stored, key=lambda i: i["n"])] == ["downloaded"] * 3
+    assert stats.finish_reason == "finished"
