@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -26,7 +27,9 @@ class Files(Spider):
 
 
 async def main(store: str, page: str, files: list[str]) -> None:
-    items, _ = await collect(Files, settings=Settings(files_store=store, store=""), page=page, files=files)
+    state = os.environ.get("RESUME_STATE_DIR", "")  # with --state: checkpoints, and the next run resumes
+    settings = Settings(files_store=store, store="", state_dir=state, checkpoint_interval=0.05)
+    items, _ = await collect(Files, settings=settings, page=page, files=files)
     print(json.dumps(items))
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from eclaw.testing import serve
@@ -55,19 +56,21 @@ def _partial(tmp: Path) -> bool:
     return tmp.is_dir() and any(part.stat().st_size >= MB for part in tmp.iterdir())
 
 
-async def test_sigkill_mid_file_then_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("state", [False, True], ids=["rerun", "resume-from-state"])
+async def test_sigkill_mid_file_then_resume(tmp_path: Path, state: bool) -> None:
     release = asyncio.Event()
     child = Path(__file__).with_name("resume_child.py")
+    env = {**os.environ, "RESUME_STATE_DIR": str(tmp_path / "state") if state else ""}
     async with serve(_app(release)) as base:
         args = [sys.executable, str(child), str(tmp_path), f"{base}/page", f"{base}/done.bin", f"{base}/slow.bin"]
-        first = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.DEVNULL)
+        first = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.DEVNULL, env=env)
         await _wait_for(lambda: _partial(tmp_path / "tmp") and len(list((tmp_path / "full").rglob("*.bin"))) == 1)
         os.kill(first.pid, signal.SIGKILL)
         await first.wait()
         assert [p.name for p in (tmp_path / "full").rglob("*.*")] == [hashlib.sha256(b"finished " * 1000).hexdigest()
                                                                        + ".bin"]  # fmt: skip
         release.set()
-        second = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE)
+        second = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, env=env)
         out, _ = await asyncio.wait_for(second.communicate(), timeout=60)
     assert second.returncode == 0
     (item,) = json.loads(out)
