@@ -85,6 +85,7 @@ class RedisScheduler:
         self._bloom: tuple[int, int] = (0, 0)  # bits, hashes
         self._wake: Callable[[], None] = lambda: None
         self._marked_seeded = False
+        self._works = 0  # "work" messages heard so far
         self._sink = ClusterSink(self.link)
 
     shared = True  # every worker of the crawl uses this frontier
@@ -181,6 +182,7 @@ class RedisScheduler:
             self.counts = (0, 0, 1)
         else:
             self.counts = (max(queued, 1), leased, seeded)  # worth a LEASE, which says how many
+            self._works += 1
         self._wake()
 
     async def _beat_loop(self) -> None:
@@ -300,20 +302,23 @@ class RedisScheduler:
             self._asking += count
             try:
                 batch = await self._lease(count)
-                if not batch:
-                    return None
-                await self._acquire(batch)
+                if batch:
+                    await self._acquire(batch)
             finally:
                 self._asking -= count  # now held (or waiting for their host)
+            # round again even if nothing was leased: a request that fell due meanwhile woke the crawl while it
+            # was in this call (its loop clears the wake-up after pumping): said "nothing", it waited for ever
         return self._ready.popleft() if self._ready else None
 
     async def _lease(self, count: int) -> list[Request]:
         """Up to ``count`` requests from the queue (two round trips for them all: lease, then their slots)."""
         keys = ["queue", "requests", "leases:" + self.worker, "workers"]
+        works = self._works
         popped = await self.link.run("LEASE", keys, [count, self.prefix])
         self._workers = int(popped[0])
         if len(popped) == 2:  # nothing queued; but while others hold requests, the crawl is not over
-            self.counts = (0, int(popped[1]), self.counts[2])
+            # work announced while the LEASE was out may have come after Redis ran it: worth another
+            self.counts = (int(works != self._works), int(popped[1]), self.counts[2])
             return []
         leased = []
         for request_id, record in zip(popped[1::2], popped[2::2], strict=True):

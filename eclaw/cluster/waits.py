@@ -42,17 +42,27 @@ class Waits:
 
     def ready(self, now: float) -> Request | None:
         """A request worth asking its host for again, if one is."""
-        if self._due and self._due[0][0] <= now:
-            return heapq.heappop(self._due)[2]
-        return None
+        request = heapq.heappop(self._due)[2] if self._due and self._due[0][0] <= now else None
+        self._arm()  # for the next one: a timer goes off for the first request only
+        return request
 
     def delayed(self, request: Request, when: float) -> None:
         """``request``'s host is waiting out its delay until ``when`` (loop time)."""
         heapq.heappush(self._due, (when, next(self._seq), request))
-        if self._timer is None or self._timer.when() > when:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = asyncio.get_running_loop().call_at(when, self._timer_due)
+        self._arm()
+
+    def _arm(self) -> None:
+        """A timer for the first request to fall due. Each wake-up goes with one: a request left waiting
+        when the last timer went off (due a little later than the one it woke for) had none, and with
+        no download under way to ask for it, it waited for ever."""
+        if not self._due:
+            return
+        when = self._due[0][0]
+        if self._timer is not None:
+            if self._timer.when() <= when:
+                return
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_at(when, self._timer_due)
 
     def full(self, host: str, request: Request) -> None:
         """``request``'s host has no free slot: it waits behind the host's other waiting requests."""

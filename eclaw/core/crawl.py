@@ -266,6 +266,9 @@ class Crawl:
     async def _loop(self) -> None:
         activity, start, checkpointer = self.activity, self.start, self.checkpointer
         while True:
+            # cleared before the pump, never after it: a wake that comes while next_request() awaits
+            # (a Redis frontier's lease, a timer that fires meanwhile) is kept for the wait below
+            activity.wakeup.clear()
             if checkpointer is not None and checkpointer.due() and not self._stopping:
                 await checkpointer.checkpoint("running")
                 continue
@@ -281,7 +284,6 @@ class Crawl:
                 if isinstance(self.scheduler, Fed):
                     await self.scheduler.idle()  # until the other processes send work, or all are done
                 continue
-            activity.wakeup.clear()
             await activity.wakeup.wait()
 
     async def _pump(self) -> None:

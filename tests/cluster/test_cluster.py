@@ -1,25 +1,39 @@
-"""One crawl on several worker processes sharing a real redis-server: every item once, a killed
-worker's requests redone, per-host limits held cluster-wide, Redis restarted mid-crawl."""
+"""One crawl on several workers sharing a real redis-server: every item once, per-host limits held
+cluster-wide, hundreds of slot releases at once, few Redis calls, a retry Redis cannot hold.
+
+The demo shop runs as ``eclaw seed`` / ``eclaw worker`` / ``eclaw status`` commands; the other
+crawls run their workers in this process (as ``eclaw worker`` runs each: a ``RedisScheduler`` of
+its own, its own Redis client, leases and heartbeat), which spares the start of a Python process
+for each. What a worker process does (killed, Redis restarted or gone) is in test_cluster_recovery.
+One redis-server serves the module, emptied before each test."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
-import signal
+import logging
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from aiohttp import web
 from redis.asyncio import Redis
 
+from eclaw import Engine, Request, Response, Settings, Spider
+from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.seed import seed
 from eclaw.demo.site import expected_products
+from eclaw.exceptions import RetryRequest
+from eclaw.spider import make_spider
+from eclaw.stats import Stats
 from eclaw.testing import serve
-from tests.cluster.servers import SPIDER, CountingSite, RedisServer, redis_server
-from tests.state.site import expected, make_app
+from tests.cluster.servers import CountingSite, RedisServer, redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
-STATE_SPIDER = str(ROOT / "tests/state/site.py") + ":StateSpider"
 
 
 async def eclaw(tmp: Path, *args: str) -> asyncio.subprocess.Process:
@@ -63,15 +77,47 @@ async def wait_for_items(server: RedisServer, spider: str, count: int) -> None:
     raise AssertionError(f"fewer than {count} items after 90 s")
 
 
-async def test_three_workers_crawl_the_demo_shop_once(tmp_path: Path, demo_url: str) -> None:
-    with redis_server(tmp_path) as server:
-        spider = ["spiders/shop.py", "-a", f"base_url={demo_url}", "--redis", server.url]
-        spider[0] = str(ROOT / spider[0])
-        seeded = await ended(await eclaw(tmp_path, "seed", *spider))
-        assert "seeded 1 start requests for 'shop'" in seeded
-        workers = [await eclaw(tmp_path, "worker", *spider, "-o", f"items{n}.jsonl") for n in range(3)]
-        outputs = [await ended(worker) for worker in workers]
-        status = await ended(await eclaw(tmp_path, "status", "--redis", server.url))
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture
+async def server(shared: RedisServer) -> AsyncIterator[RedisServer]:
+    """The module's redis-server, empty, its command counts at zero."""
+    redis = Redis.from_url(shared.url)
+    try:
+        await redis.flushall()
+        await redis.config_resetstat()
+    finally:
+        await redis.aclose()
+    yield shared
+
+
+async def crawl_in_process(
+    server: RedisServer, spider: type[Spider], workers: int, settings: Settings, **args: Any
+) -> list[Stats]:
+    """Seed the crawl of ``spider`` (as ``eclaw seed``), then run ``workers`` workers of it to its end
+    (each as ``eclaw worker`` runs one); their stats."""
+    settings = settings.replace(scheduler_url=server.url, store="")
+    await seed(make_spider(spider, args), settings)
+
+    async def work(n: int) -> Stats:
+        scheduler = RedisScheduler(server.url, seed=False, worker=f"worker-{n}")
+        async with Engine(settings, scheduler=lambda: scheduler) as engine:
+            return await engine.crawl(spider, **args)
+
+    return list(await asyncio.gather(*(work(n) for n in range(workers))))
+
+
+async def test_three_workers_crawl_the_demo_shop_once(tmp_path: Path, demo_url: str, server: RedisServer) -> None:
+    spider = [str(ROOT / "spiders/shop.py"), "-a", f"base_url={demo_url}", "--redis", server.url]
+    seeded = await ended(await eclaw(tmp_path, "seed", *spider))
+    assert "seeded 1 start requests for 'shop'" in seeded
+    workers = [await eclaw(tmp_path, "worker", *spider, "-o", f"items{n}.jsonl") for n in range(3)]
+    outputs = [await ended(worker) for worker in workers]
+    status = await ended(await eclaw(tmp_path, "status", "--redis", server.url))
     expected_skus = sorted(p["sku"] for p in expected_products())
     for n in range(3):  # each worker wrote the whole crawl's items, each once
         rows = [json.loads(line) for line in (tmp_path / f"items{n}.jsonl").read_text().splitlines()]
@@ -86,115 +132,45 @@ async def test_three_workers_crawl_the_demo_shop_once(tmp_path: Path, demo_url: 
     assert "crawl shop: 0 queued, 0 in flight (leased), 500 items" in status
 
 
-async def test_per_host_limit_holds_across_three_workers(tmp_path: Path) -> None:
-    site = CountingSite(pages=60, delay=0.05)
-    (tmp_path / "pages.py").write_text(SPIDER)
-    async with serve(site.app()) as base:
-        with redis_server(tmp_path) as server:
-            spider = [str(tmp_path / "pages.py"), "-a", f"base_url={base}", "--redis", server.url]
-            limits = ["-s", "concurrency=8", "-s", "concurrency_per_domain=2"]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            workers = [await eclaw(tmp_path, "worker", *spider, *limits) for _ in range(3)]
-            for worker in workers:
-                await ended(worker)
-            items = await stored_items(server, "pages")
-    assert sorted(item["page"] for item in items) == list(range(60))  # type: ignore[type-var]
-    assert site.hits == 60  # each page fetched once, cluster-wide
-    assert site.peak == 2  # three workers of concurrency 8, and the host never saw more than 2 at once
+class Pages(Spider):
+    """The pages of the counting sites at ``bases`` (each page links to the next three)."""
+
+    name = "pages"
+
+    def __init__(self, bases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [base + "/p/0" for base in bases]
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        yield {"page": int(response.css("h1::text").get() or "-1"), "host": response.url.split("/")[2].split(":")[0]}
+        yield from response.follow_all(css="a")
 
 
-async def test_a_per_host_override_holds_across_two_workers(tmp_path: Path) -> None:
-    site = CountingSite(pages=30, delay=0.05)
-    (tmp_path / "pages.py").write_text(SPIDER)
-    async with serve(site.app()) as base:
-        with redis_server(tmp_path) as server:
-            spider = [str(tmp_path / "pages.py"), "-a", f"base_url={base}", "--redis", server.url]
-            limits = ["-s", "concurrency_per_domain=4", "-s", "host_concurrency=127.0.0.1=1"]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            for worker in [await eclaw(tmp_path, "worker", *spider, *limits) for _ in range(2)]:
-                await ended(worker)
-    assert site.hits == 30 and site.peak == 1  # the host's own limit, cluster-wide
+async def test_per_host_limits_hold_across_three_workers(server: RedisServer) -> None:
+    """Two hosts, one crawl of three workers of concurrency 8: the host with the default limit (2) and
+    the one with a limit of its own (1) never see more at once, cluster-wide."""
+    common, own = CountingSite(pages=40, delay=0.05), CountingSite(pages=20, delay=0.05)
+    settings = Settings(concurrency=8, concurrency_per_domain=2, host_concurrency="127.0.0.2=1")
+    async with serve(common.app()) as first, serve(own.app(), host="127.0.0.2") as second:
+        await crawl_in_process(server, Pages, 3, settings, bases=(first, second))
+    items = await stored_items(server, "pages")
+    for host, site in (("127.0.0.1", common), ("127.0.0.2", own)):
+        assert sorted(item["page"] for item in items if item["host"] == host) == list(range(site.pages))  # type: ignore[type-var]
+        assert site.hits == site.pages  # each page fetched once, cluster-wide
+    assert common.peak == 2  # three workers of concurrency 8, and the host never saw more than 2 at once
+    assert own.peak == 1  # the host's own limit, cluster-wide
 
-
-async def seeded_workers(
-    tmp: Path, base: str, server: RedisServer, count: int, lease_timeout: float
-) -> list[asyncio.subprocess.Process]:
-    """Seed the state site's crawl, start ``count`` workers, return once 100 items are stored."""
-    spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
-    await ended(await eclaw(tmp, "seed", *spider))
-    workers = [await eclaw(tmp, "worker", *spider, "-s", f"lease_timeout={lease_timeout}") for _ in range(count)]
-    await wait_for_items(server, "state-site", 100)
-    return workers
-
-
-async def test_a_worker_killed_mid_crawl_loses_nothing(tmp_path: Path) -> None:
-    parsed, _ = expected()
-    async with serve(make_app(delay=0.03)) as base:
-        with redis_server(tmp_path) as server:
-            workers = await seeded_workers(tmp_path, base, server, 3, 2)
-            workers[0].send_signal(signal.SIGKILL)
-            await workers[0].wait()
-            for worker in workers[1:]:
-                await ended(worker)
-            items = await stored_items(server, "state-site")
-    pages = [item["page"] for item in items]
-    assert len(pages) == len(set(pages)) and set(pages) == parsed
-
-
-async def test_redis_restarted_mid_crawl_the_workers_carry_on(tmp_path: Path) -> None:
-    parsed, _ = expected()
-    async with serve(make_app(delay=0.03)) as base:
-        with redis_server(tmp_path) as server:
-            workers = await seeded_workers(tmp_path, base, server, 2, 20)
-            server.stop()  # its append-only file keeps the frontier
-            await asyncio.sleep(1.0)
-            server.start()
-            outputs = [await ended(worker) for worker in workers]
-            items = await stored_items(server, "state-site")
-    assert set(item["page"] for item in items) == parsed and len(items) == len(parsed)
-    assert all("merged stats of every worker" in out for out in outputs)
-    assert any("Redis unreachable" in out for out in outputs)  # they did wait for it
-
-
-async def test_unreachable_redis_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    process = await eclaw(tmp_path, "worker", STATE_SPIDER, "--redis", "redis://127.0.0.1:1/0")
-    _, err = await asyncio.wait_for(process.communicate(), 60)
-    lines = err.decode().strip().splitlines()
-    assert process.returncode == 2 and len(lines) == 1 and "cannot reach Redis at redis://127.0.0.1:1/0" in lines[0]
-
-
-async def test_redis_gone_for_good_pauses_the_worker_and_keeps_the_frontier(tmp_path: Path) -> None:
-    async with serve(make_app(delay=0.03)) as base:
-        with redis_server(tmp_path) as server:
-            spider = [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            worker = await eclaw(tmp_path, "worker", *spider, "-s", "lease_timeout=1")
-            await wait_for_items(server, "state-site", 50)
-            server.stop()
-            out, err = await asyncio.wait_for(worker.communicate(), 60)
-            assert worker.returncode == 1
-            assert "Redis at redis://127.0.0.1" in err.decode() and "lost" in err.decode()
-            assert "worker stopped (scheduler error)" in out.decode()
-            server.start()  # the frontier is still there: a new worker finishes the crawl
-            await ended(await eclaw(tmp_path, "worker", *spider))
-            items = await stored_items(server, "state-site")
-    assert set(item["page"] for item in items) == expected()[0]
-
-
-WIDE_SPIDER = """
-from eclaw import Spider
 
 class Wide(Spider):
     name = "wide"
 
-    def __init__(self, base_url="", **kwargs):
+    def __init__(self, base_url: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start_urls = [base_url + "/"]
 
-    def parse(self, response):
+    def parse(self, response: Response) -> Iterator[Any]:
         yield {"page": response.url.rsplit("/", 1)[-1]}
         yield from response.follow_all(css="a")
-"""
 
 
 def wide_site(pages: int, delay: float) -> web.Application:
@@ -214,80 +190,74 @@ def wide_site(pages: int, delay: float) -> web.Application:
     return app
 
 
-async def crawl_wide(tmp_path: Path, app: web.Application, *limits: str) -> tuple[str, int, int]:
-    """Seed and run one worker on ``app``: its output, the items in Redis, the scripts Redis ran."""
-    (tmp_path / "wide.py").write_text(WIDE_SPIDER)
+async def crawl_wide(server: RedisServer, app: web.Application, settings: Settings) -> tuple[Stats, int, int]:
+    """One worker on ``app``: its stats, the items in Redis, the scripts Redis ran."""
     async with serve(app) as base:
-        with redis_server(tmp_path) as server:
-            spider = [str(tmp_path / "wide.py"), "-a", f"base_url={base}", "--redis", server.url]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            output = await ended(await eclaw(tmp_path, "worker", *spider, *limits))
-            items = await stored_items(server, "wide")
-            redis = Redis.from_url(server.url, decode_responses=True)
-            try:
-                scripts = (await redis.info("commandstats"))["cmdstat_evalsha"]["calls"]
-            finally:
-                await redis.aclose()
-    return output, len(items), int(scripts)
+        [stats] = await crawl_in_process(server, Wide, 1, settings, base_url=base)
+    redis = Redis.from_url(server.url, decode_responses=True)
+    try:
+        scripts = (await redis.info("commandstats"))["cmdstat_evalsha"]["calls"]
+    finally:
+        await redis.aclose()
+    return stats, len(await stored_items(server, "wide")), int(scripts)
 
 
-async def test_hundreds_of_downloads_ending_at_once_wait_for_redis_connections(tmp_path: Path) -> None:
+async def test_hundreds_of_downloads_ending_at_once_wait_for_redis_connections(
+    server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
     """300 slow pages in flight in one worker end together: each returns its host slot to Redis at
     the same moment, more calls at once than a client has connections. They queue for one."""
     pages = 300
-    limits = ["-s", f"concurrency={pages}", "-s", f"concurrency_per_domain={pages}"]
-    output, items, _ = await crawl_wide(tmp_path, wide_site(pages, 0.3), *limits)
-    assert "Too many connections" not in output and "unreachable" not in output, output[-2000:]
-    assert items == pages + 1
+    with caplog.at_level(logging.WARNING):
+        stats, items, _ = await crawl_wide(
+            server, wide_site(pages, 0.3), Settings(concurrency=pages, concurrency_per_domain=pages)
+        )
+    said = caplog.text
+    assert "Too many connections" not in said and "unreachable" not in said, said[-2000:]
+    assert items == pages + 1 and stats.requests_failed == 0
 
 
-async def test_requests_waiting_for_a_full_host_do_not_poll_redis(tmp_path: Path) -> None:
-    """100 links to one host that takes 2 at a time: the worker leases many of them while the host is
+async def test_requests_waiting_for_a_full_host_do_not_poll_redis(server: RedisServer) -> None:
+    """60 links to one host that takes 2 at a time: the worker leases many of them while the host is
     full; they wait for a slot it frees (or a slow poll), not each asking Redis every few ms."""
-    pages = 100
-    limits = ["-s", "concurrency=32", "-s", "concurrency_per_domain=2"]
-    _, items, scripts = await crawl_wide(tmp_path, wide_site(pages, 0.05), *limits)
+    pages = 60
+    _, items, scripts = await crawl_wide(
+        server, wide_site(pages, 0.05), Settings(concurrency=32, concurrency_per_domain=2)
+    )
     assert items == pages + 1
     assert scripts < 8 * (pages + 1), scripts  # a lease, a slot, a completion, links: a handful a page
 
 
-STAMPING_SPIDER = (
-    SPIDER.replace(
-        "from eclaw import Spider\n",
-        """import datetime
-from eclaw import Spider
-from eclaw.exceptions import RetryRequest
-
-
-async def stamp_page_3(request, call_next):
-    if request.url.endswith("/p/3") and "since" not in request.meta:  # a retry Redis cannot hold: a datetime
+async def stamp_page_3(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """A retry Redis cannot hold: a datetime in its meta."""
+    if request.url.endswith("/p/3") and "since" not in request.meta:
         again = request.replace(meta={**request.meta, "since": datetime.datetime.now()})
         raise RetryRequest(again, delay=0.05, reason="stamped")
     return await call_next(request)
-""",
-    )
-    .replace("    start_urls = []\n", "    start_urls = []\n    middlewares = [stamp_page_3]\n")
-    .replace(
-        'yield {"page": int(response.css("h1::text").get())}',
-        'yield {"page": int(response.css("h1::text").get()), "stamped": "since" in response.meta}',
-    )
-)
 
 
-async def test_a_retry_redis_cannot_hold_is_tried_again_by_its_worker(tmp_path: Path) -> None:
+class Stamping(Pages):
+    middlewares = [stamp_page_3]
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        for got in super().parse(response):
+            yield {**got, "stamped": "since" in response.meta} if isinstance(got, dict) else got
+
+
+async def test_a_retry_redis_cannot_hold_is_tried_again_by_its_worker(server: RedisServer) -> None:
     """A leased request's retry that cannot be written to Redis (a datetime in its meta) stays with
     its worker, under its lease: it is downloaded again there and the crawl ends (it used to hold its
     lease for ever, so no worker ever saw the end)."""
     site = CountingSite(pages=30, delay=0.01)
-    (tmp_path / "pages.py").write_text(STAMPING_SPIDER)
     async with serve(site.app()) as base:
-        with redis_server(tmp_path) as server:
-            spider = [str(tmp_path / "pages.py"), "-a", f"base_url={base}", "--redis", server.url]
-            await ended(await eclaw(tmp_path, "seed", *spider))
-            await ended(await eclaw(tmp_path, "worker", *spider))
-            items = await stored_items(server, "pages")
-            status = await ended(await eclaw(tmp_path, "status", "--redis", server.url))
+        await crawl_in_process(server, Stamping, 1, Settings(), bases=(base,))
+    items = await stored_items(server, "pages")
     assert sorted(item["page"] for item in items) == list(range(30))  # type: ignore[type-var]
     assert [item["page"] for item in items if item["stamped"]] == [3]
     assert site.hits == 30  # page 3's first attempt never reached the site
-    assert "0 queued, 0 in flight (leased), 30 items" in status
+    redis = Redis.from_url(server.url, decode_responses=True)
+    try:  # nothing queued, nothing leased: what `eclaw status` reads
+        assert await redis.zcard("eclaw:pages:queue") == 0
+        assert [key async for key in redis.scan_iter("eclaw:pages:leases:*")] == []
+    finally:
+        await redis.aclose()

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from aiohttp import web
 
+from eclaw import Settings
+from eclaw.cluster.seed import seed
+from eclaw.spider import load_spider, make_spider
 from eclaw.testing import serve
 from tests.children import children_of
 from tests.cluster.servers import CountingSite, RedisServer, redis_server
@@ -74,9 +77,12 @@ class Glossary(CountingSite):
 
 
 async def seeded(tmp: Path, server: RedisServer, base: str) -> list[str]:
+    """The glossary's crawl seeded here (as ``eclaw seed`` does, without starting a process for it):
+    the command line of its workers."""
     (tmp / "glossary.py").write_text(SPIDER)
     spider = [str(tmp / "glossary.py"), "-a", f"base_url={base}", "--redis", server.url]
-    await ended(await eclaw(tmp, "seed", *spider))
+    settings = Settings().replace(scheduler_url=server.url, store="")
+    await seed(make_spider(load_spider(spider[0]), {"base_url": base}), settings)
     return spider
 
 

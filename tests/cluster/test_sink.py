@@ -23,7 +23,7 @@ from eclaw.stats import Stats
 from eclaw.testing import serve
 from tests.cluster.servers import RedisServer, redis_server
 
-PAGES, FANOUT = 1500, 12
+PAGES, FANOUT = 600, 12  # ten times what the worker may hold at once (see the bound below)
 CONCURRENCY = 8
 NAMES = ["Αθήνα", "Θεσσαλονίκη", "Πάτρα", "Ηράκλειο", "Λάρισα", "Βόλος"]
 
