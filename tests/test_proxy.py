@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from eclaw import ConfigError, Engine, Response, Settings, Spider
+from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
+from eclaw.downloaders.plain import HttpDownloader
+from eclaw.exceptions import ConnectionLost
 from eclaw.middlewares import Proxy, Retry, UserAgent, defaults
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_jsonl, record_file
 from tests.proxies import free_port, self_signed, tinyproxy
-from tests.sites import FlakySite
+from tests.sites import FlakySite, page
 
 SECRET = "s3cret-Pa55"
 
@@ -195,3 +197,99 @@ def test_proxy_sources_and_errors(tmp_path: Path) -> None:
     assert any(isinstance(m, Proxy) for m in defaults(Settings(proxies="http://a.test:1")))
     with pytest.raises(ConfigError, match="middleware settings: bad proxy"):
         Engine(Settings(proxies="ftp://a.test")).prepare(Pages)
+
+
+class Closing:
+    """Pages on keep-alive connections (HTTP/1.1, no ``Connection: close``) that the server closes
+    without a word, as tinyproxy does: ``/moved`` (302 to ``/there``) and ``/there``, each
+    connection closed after its answer; ``/pair/{n}`` answers once three are in, its connection kept;
+    ``/lost/{n}`` is read, then its connection closed without an answer. ``served`` lists the paths read."""
+
+    def __init__(self) -> None:
+        self.served: list[str] = []
+        self.pair = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.served.append(request.path)
+        assert request.transport is not None
+        if request.path.startswith("/lost/"):
+            request.transport.close()
+            return web.StreamResponse()
+        if request.path.startswith("/pair/"):
+            if sum(path.startswith("/pair/") for path in self.served) == 3:
+                self.pair.set()
+            await asyncio.wait_for(self.pair.wait(), 5)
+            return page(title="pair")
+        if request.path == "/moved":
+            response: web.StreamResponse = web.Response(status=302, headers={"Location": "/there"}, text="moved")
+        else:
+            response = page(title="there")
+        await response.prepare(request)
+        await response.write_eof()
+        request.transport.close()  # after the answer, saying nothing
+        return response
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+
+async def crawl_redirect(address: str, base: str, **settings: Any) -> tuple[list[Any], Any]:
+    """``/moved`` through the proxy at ``address``, with no ``Retry`` to hide a failed hop."""
+    engine = Engine(Settings(**settings), middlewares=[UserAgent(), Proxy([f"http://{address}"])])
+    items, stats = await collect(Pages, engine=engine, start_urls=[base + "/moved"])
+    assert_accounted(stats)
+    return items, stats
+
+
+@pytest.mark.parametrize("keep_received", [False, True])
+async def test_redirect_through_the_proxy(tmp_path: Path, keep_received: bool) -> None:
+    # tinyproxy closes the client's connection after each answer without saying so: the next hop,
+    # sent at once on that connection, is sent once more on another
+    async with tinyproxy(tmp_path) as (address, log), serve(Closing().app()) as base:
+        items, stats = await crawl_redirect(address, base, keep_received=keep_received)
+    assert items == [{"title": "there"}] and stats.requests_failed == 0 and stats.retries == 0
+    assert f"GET {base}/moved " in log.read_text() and f"GET {base}/there " in log.read_text()
+
+
+async def test_https_redirect_through_the_proxy_tunnel(tmp_path: Path) -> None:
+    runner = web.AppRunner(Closing().app())
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=self_signed(tmp_path)).start()
+    try:
+        async with tinyproxy(tmp_path) as (address, log):
+            items, stats = await crawl_redirect(address, f"https://127.0.0.1:{port}", verify_tls=False)
+    finally:
+        await runner.cleanup()
+    assert items == [{"title": "there"}] and stats.requests_failed == 0 and stats.retries == 0
+    assert f"CONNECT 127.0.0.1:{port}" in log.read_text()
+
+
+class Local(Spider):
+    name = "local"
+
+
+async def test_a_connection_closed_under_a_request_is_resent_once_and_only_if_safe() -> None:
+    site = Closing()
+    downloader = HttpDownloader()
+    await downloader.open(Local(), Settings())
+    try:
+        async with serve(site.app()) as base:
+            response = await downloader.fetch(Request(base + "/moved"))  # no proxy: the site closes too
+            assert response.status == 200 and response.url == base + "/there"
+            assert site.served == ["/moved", "/there"] and downloader.resent == 1  # /there met a closed one
+            await asyncio.gather(*(downloader.fetch(Request(f"{base}/pair/{n}")) for n in range(3)))
+            # three kept-alive connections in the pool, each to be closed on reading its next request
+            with pytest.raises(ConnectionLost):  # a POST is never sent again (its bytes may have been read)
+                await downloader.fetch(Request(base + "/lost/post", method="POST", body=b"x"))
+            with pytest.raises(ConnectionLost):  # a GET goes once more, and only once (both reused)
+                await downloader.fetch(Request(base + "/lost/get"))
+            assert site.served.count("/lost/post") == 1 and site.served.count("/lost/get") == 2
+            assert downloader.resent == 2
+            with pytest.raises(ConnectionLost):  # a fresh connection closed: the Retry middleware's, not ours
+                await downloader.fetch(Request(base + "/lost/fresh"))
+            assert site.served.count("/lost/fresh") == 1 and downloader.resent == 2
+    finally:
+        await downloader.close()

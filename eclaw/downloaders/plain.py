@@ -13,7 +13,9 @@ jar. A ``<meta http-equiv="refresh">`` is a hop like a 3xx (:mod:`eclaw.download
 Politeness (:mod:`eclaw.downloaders.pacing`): the frontier hears when each request was sent, and a
 connection to a polite host is closed after its response unless the host's next request may come
 before keep-alive would expire. A request is sent once per attempt: aiohttp's own silent re-send
-of a request whose connection was reset is off, so retrying is the ``Retry`` middleware's alone.
+of a request whose connection was reset is off, so retrying is the ``Retry`` middleware's, but for
+one case (:mod:`eclaw.downloaders.reuse`): a GET (HEAD...) that met a kept-alive connection the server
+or proxy had closed meanwhile, before any byte of its answer, is sent once more (counted in ``resent``).
 
 With ``meta["keep_received"]`` or the ``keep_received`` setting, the final hop's exchange as on the wire
 is kept in ``response.received`` (:mod:`eclaw.http.wire`): the body is then read undecoded and decoded
@@ -36,6 +38,7 @@ from yarl import URL
 from eclaw.downloaders.pacing import KEEPALIVE, paced_requests
 from eclaw.downloaders.redirects import REDIRECTS, Hop, follow, hop_proxy
 from eclaw.downloaders.refresh import refresh_target
+from eclaw.downloaders.reuse import StaleConnection, reuse_aware_responses
 from eclaw.downloaders.socks import SocksPools, is_socks, proxy_name
 from eclaw.downloaders.tls import certificate_error, handshake_error
 from eclaw.exceptions import (
@@ -82,6 +85,7 @@ class HttpDownloader:
         self._pacing: Pacing | None = None
         self._check: HopCheck | None = None
         self.bytes_received = 0
+        self.resent = 0  # requests sent once more: their kept-alive connection was closed under them
 
     def use_cookies(self, jars: CookieJars) -> None:
         """Keep cookies in the crawl's jars (else, with ``cookies`` on, in jars of its own)."""
@@ -129,6 +133,7 @@ class HttpDownloader:
         session = aiohttp.ClientSession(
             connector=connector,
             request_class=aiohttp.ClientRequest if pacing is None else paced_requests(pacing),
+            response_class=reuse_aware_responses(),
             cookie_jar=aiohttp.DummyCookieJar(),  # cookies are eclaw's: a jar per request (HopHeaders)
             timeout=self._timeout,
             headers={"User-Agent": self._settings.user_agent or FALLBACK_USER_AGENT},
@@ -194,7 +199,8 @@ class HttpDownloader:
         if proxy_headers and url.startswith("http:"):  # plain HTTP goes to the proxy as is: no CONNECT
             headers = {**headers, **proxy_headers}
         try:
-            async with session.request(
+            async with await self._send(
+                session,
                 method,
                 url,
                 headers=headers,
@@ -242,6 +248,18 @@ class HttpDownloader:
             raise DownloadError(f"download of {url} failed: {_short(exc)}") from exc
         except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
             raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
+
+    async def _send(
+        self, session: aiohttp.ClientSession, method: str, url: str, **options: Any
+    ) -> aiohttp.ClientResponse:
+        """The response's head; a safe request whose kept-alive connection was closed under it, before
+        any byte of the answer (:class:`~eclaw.downloaders.reuse.StaleConnection`), goes once more."""
+        try:
+            return await session.request(method, url, **options)
+        except StaleConnection:
+            self.resent += 1
+            logger.debug("%s %s: the kept-alive connection was closed under it; sending it once more", method, url)
+        return await session.request(method, url, **options)
 
     def _timeout_of(self, request: Request) -> aiohttp.ClientTimeout:
         """``meta["download_timeout"]``: this request's seconds in all (else the session's timeouts)."""
