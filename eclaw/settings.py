@@ -45,7 +45,8 @@ class Settings:
         max_response_size: bytes (after decompression) above which a body is refused.
         keep_received: keep each response's exchange as on the wire in ``response.received``
             (``eclaw.http.wire``; per request: ``meta["keep_received"]``).
-        files_store: the directory of the files pipeline (``eclaw.media``, docs: files); empty: none.
+        files_store: where the files pipeline stores files (``eclaw.media``, docs: files): a directory, or a
+            destination URI (``s3://bucket/prefix``, ``ftp://host/dir``, a plug-in's scheme); empty: none.
         files_expires: days a stored file stays up to date (not fetched again).
         files_urls_field: the item field naming the files to download.
         files_result_field: the item field the files pipeline fills in.
@@ -124,6 +125,8 @@ class Settings:
         log_file: also log this crawl to this file (lines carry spider, run id and request id).
         trace: write every event of the crawl to this JSONL file (``eclaw trace``, ``eclaw report`` read it).
         metrics_port: serve Prometheus metrics on 127.0.0.1 at this port (0: off).
+        monitors_results: the monitors' results file (``{spider}``, ``{run_key}`` filled in), over the
+            ``results`` of a monitors file; empty: that one (``eclaw serve`` gives each job its own).
         host_concurrency: per-host limits over ``concurrency_per_domain``: ``"a.example=2,b.example=1"``
             (cluster-wide with ``scheduler_url``, like every politeness setting).
         host_delay: per-host delays over ``download_delay``, seconds: ``"a.example=1.5,b.example=5"``;
@@ -260,6 +263,7 @@ class Settings:
     log_file: str = ""
     trace: str = ""
     metrics_port: int = 0
+    monitors_results: str = ""
     # -- per-host politeness and crawl budgets
     host_concurrency: str = ""
     host_delay: str = ""

@@ -24,6 +24,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--keep-jobs", type=int, default=100, metavar="N", help="finished jobs kept (the newest)")
     p.add_argument("--keep-days", type=float, default=30.0, metavar="D", help="finished jobs kept at most D days")
     p.add_argument("--alerts", default=None, metavar="FILE", help="alerts file: job failed, schedule missed")
+    p.add_argument("--store", default=None, metavar="URI",
+                   help="where jobs and schedules live: postgresql://user@host/db[?schema=NAME] or a SQLite file "
+                        "(default: DIR/.eclaw-serve/service.db)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     config = ServiceConfig(
         project=Path(args.project), host=args.host, port=args.port, max_jobs=args.max_jobs,
         token=args.token or os.environ.get("ECLAW_SERVE_TOKEN") or None, grace=args.grace,
-        keep_jobs=args.keep_jobs, keep_days=args.keep_days, alerts=args.alerts,
+        keep_jobs=args.keep_jobs, keep_days=args.keep_days, alerts=args.alerts, store=args.store,
     )  # fmt: skip
     serve(config)
     return 0

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +41,8 @@ class MonitorWatcher:
     Args:
         monitors: the checks.
         alerter: where failures go (``None``: logged only).
-        results: the JSON file of the results (``{spider}``/``{run_key}`` filled in); empty: none.
+        results: the JSON file of the results (``{spider}``/``{run_key}`` filled in); empty: none. The
+            crawl's ``monitors_results`` setting, when set, is used instead.
         interval: seconds between the checks of the early monitors during the run.
     """
 
@@ -144,10 +146,13 @@ class MonitorWatcher:
         self.alerter.notify(Alert("monitor_failed", redact(title), redact(result.message), fields))
 
     def _write(self, view: RunView) -> None:
+        """Write the results file: the ``monitors_results`` setting's (each job of ``eclaw serve`` its
+        own), else ``results``; whole or not at all (a reader never sees half of it)."""
         crawl = self._crawl
-        if not self.results_path or crawl is None:
+        template = crawl.settings.monitors_results or self.results_path if crawl is not None else ""
+        if not template or crawl is None:
             return
-        path = resolve_path(self.results_path, crawl.spider.name, crawl.settings.run_key)
+        path = resolve_path(template, crawl.spider.name, crawl.settings.run_key)
         record = {
             "spider": crawl.spider.name,
             "run_id": crawl.run_id,
@@ -158,7 +163,9 @@ class MonitorWatcher:
             "results": [r.record() for r in self.results],
         }
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(crawl.redactor.text(json.dumps(record, indent=1)) + "\n", encoding="utf-8")
+        part = path.with_name(f".{path.name}.{os.getpid()}.part")
+        part.write_text(crawl.redactor.text(json.dumps(record, indent=1)) + "\n", encoding="utf-8")
+        part.replace(path)
 
 
 def previous_run(settings: Settings, spider: str) -> dict[str, Any] | None:

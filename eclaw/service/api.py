@@ -92,8 +92,9 @@ def _view(jobs: JobManager, job: dict[str, Any]) -> dict[str, Any]:
     tasks = jobs.tasks(job)
     if tasks is not None:
         view["tasks"] = tasks
-    if job["monitors"]:
-        view["monitor_results"] = jobs.monitor_results(job["id"])
+    results = jobs.monitor_results(job["id"])  # a monitors file's, or the spider's own monitors
+    if results is not None or job["monitors"]:
+        view["monitor_results"] = results or []
     return view
 
 

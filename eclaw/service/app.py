@@ -14,7 +14,7 @@ from aiohttp import web
 from eclaw.exceptions import ConfigError
 from eclaw.service import ui
 from eclaw.service.api import JOBS, SCHEDULER, auth_middleware, routes
-from eclaw.service.db import Database
+from eclaw.service.db import open_store
 from eclaw.service.jobs import JobManager
 from eclaw.service.notify import Notifier
 from eclaw.service.project import Project
@@ -38,6 +38,7 @@ class ServiceConfig:
     keep_jobs: int = 100
     keep_days: float = 30.0
     alerts: str | None = None
+    store: str | None = None  # --store: None for SQLite in the project
 
     def __post_init__(self) -> None:
         if self.host not in _LOCAL and not self.token:
@@ -49,7 +50,7 @@ class ServiceConfig:
 def make_app(config: ServiceConfig) -> web.Application:
     """The service's application (its jobs and schedules start with it)."""
     project = Project(config.project)
-    db = Database(project.root / ".eclaw-serve" / "service.db")
+    db = open_store(config.store, project.root)
     notifier = Notifier(config.alerts)
 
     def failed(job: dict[str, object]) -> None:

@@ -1,7 +1,11 @@
-"""The service's records in SQLite (stdlib ``sqlite3``, WAL): jobs, schedules and fired slots.
+"""The service's records: jobs, schedules and fired slots, behind one :class:`Store` protocol.
 
-A slot row ``(schedule_id, slot)`` is unique: it is inserted before the slot's job starts, so a
-slot fires at most once, also across a restart of the service.
+:class:`Database` keeps them in SQLite (stdlib ``sqlite3``, WAL), the default, in the project's
+``.eclaw-serve/service.db``; :class:`eclaw.service.db_postgres.PostgresStore` in PostgreSQL
+(``eclaw serve --store postgresql://…``). :func:`open_store` picks one from ``--store``.
+
+A slot row ``(schedule_id, slot)`` is unique in both: it is inserted before the slot's job starts,
+so a slot fires at most once, also across a restart of the service.
 """
 
 from __future__ import annotations
@@ -10,9 +14,13 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
-__all__ = ["Database"]
+from eclaw.exceptions import ConfigError
+from eclaw.security.redact import redact_url
+
+__all__ = ["Database", "Store", "open_store"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -52,8 +60,60 @@ _JOB_FIELDS = ("id", "spider", "args", "monitors", "schedule_id", "state", "pid"
 _SCHEDULE_FIELDS = ("id", "spider", "args", "cron", "timezone", "missed", "enabled", "last_slot", "created")
 
 
+class Store(Protocol):
+    """What the service keeps: its jobs, schedules and fired slots (records are dicts, ``args`` decoded).
+
+    Calls are synchronous and short (one indexed statement each), made from the service's loop.
+    """
+
+    def close(self) -> None:
+        """Close the connection."""
+
+    def add_job(self, spider: str, args: dict[str, str], monitors: str | None, schedule_id: int | None = None) -> int:
+        """A new ``queued`` job; returns its id."""
+
+    def update_job(self, job_id: int, **fields: Any) -> None:
+        """Set ``fields`` of job ``job_id`` (ValueError for an unknown field)."""
+
+    def job(self, job_id: int) -> dict[str, Any] | None:
+        """Job ``job_id``, or None."""
+
+    def jobs(self, *, states: tuple[str, ...] = (), limit: int = 100) -> list[dict[str, Any]]:
+        """The newest jobs first (only those in ``states`` if given)."""
+
+    def queued(self) -> list[dict[str, Any]]:
+        """The queued jobs, oldest first."""
+
+    def delete_job(self, job_id: int) -> None:
+        """Forget job ``job_id``."""
+
+    def add_schedule(self, spider: str, args: dict[str, str], cron: str, timezone: str, missed: str) -> int:
+        """A new schedule; returns its id. Slots before now are not due."""
+
+    def schedule(self, schedule_id: int) -> dict[str, Any] | None:
+        """Schedule ``schedule_id``, or None."""
+
+    def schedules(self) -> list[dict[str, Any]]:
+        """Every schedule, oldest first."""
+
+    def update_schedule(self, schedule_id: int, **fields: Any) -> None:
+        """Set ``fields`` of schedule ``schedule_id`` (ValueError for an unknown field)."""
+
+    def delete_schedule(self, schedule_id: int) -> bool:
+        """Remove a schedule; whether it existed."""
+
+    def claim_slot(self, schedule_id: int, slot: float) -> bool:
+        """Record that ``slot`` of the schedule fires; False if it already did."""
+
+    def set_slot_job(self, schedule_id: int, slot: float, job_id: int) -> None:
+        """Link a fired slot to its job."""
+
+    def slots(self, schedule_id: int) -> list[tuple[float, int | None]]:
+        """The fired slots of a schedule, oldest first: ``(slot, job_id)``."""
+
+
 class Database:
-    """Jobs, schedules and slots of one project (``DIR/.eclaw-serve/service.db``)."""
+    """The SQLite store: jobs, schedules and slots of one project (``DIR/.eclaw-serve/service.db``)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -163,3 +223,22 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
     record = dict(row)
     record["args"] = json.loads(record.get("args") or "{}")
     return record
+
+
+def open_store(store: str | None, root: Path) -> Store:
+    """The store ``eclaw serve --store`` names: None for SQLite in ``root/.eclaw-serve/service.db``,
+    ``postgresql://…`` (or ``postgres://…``) for PostgreSQL, a file path for SQLite there.
+    ConfigError in one line (password masked) when it cannot be opened."""
+    if not store:
+        return Database(root / ".eclaw-serve" / "service.db")
+    scheme = urlsplit(store).scheme.lower() if "://" in store else ""
+    if scheme in ("postgresql", "postgres"):
+        from eclaw.service.db_postgres import PostgresStore
+
+        return PostgresStore(store, project=str(root.resolve()))
+    if scheme:
+        raise ConfigError(f"--store {redact_url(store)}: unknown scheme {scheme!r} (postgresql://… or a SQLite file)")
+    try:
+        return Database(store)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"--store {store}: cannot open the SQLite database: {exc}") from None

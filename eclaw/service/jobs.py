@@ -3,18 +3,22 @@ the rest wait in a FIFO queue (the ``queued`` rows, oldest first).
 
 A job's directory ``DIR/.eclaw-serve/jobs/ID/`` holds its crawl state (``state/``: a cancelled or
 interrupted job resumes from it), items (``items.jsonl``), log (``crawl.log``), trace
-(``trace.jsonl``) and console output (``output.log``). Cancel is a graceful stop (SIGINT: the crawl
-saves its state and stops) then SIGKILL after ``grace`` seconds. Processes run in a session of their
-own, so they outlive a crash of the service: a restarted service adopts a live one, and marks a job
-whose process is gone ``interrupted`` and queues it again (it resumes from its state).
+(``trace.jsonl``), monitor results (``monitors.json``) and console output (``output.log``). The
+process is ``python -m eclaw.service.launch crawl ...`` (:mod:`eclaw.service.launch`): the job's
+arguments go to it on its stdin, never on its command line, which every user of the machine can
+read. Cancel is a graceful stop (SIGINT: the crawl saves its state and stops) then SIGKILL after
+``grace`` seconds. Processes run in a session of their own, so they outlive a crash of the service:
+a restarted service adopts a live one, and marks a job whose process is gone ``interrupted`` and
+queues it again (it resumes from its state).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import os
-import re
 import shutil
 import signal
 import sys
@@ -25,16 +29,18 @@ from typing import Any
 
 from eclaw.exceptions import ConfigError
 from eclaw.security.redact import MASK, Redactor
-from eclaw.service.db import Database
-from eclaw.service.flowjobs import PREFIX, flow_command, flow_file, load_graph, task_states
+from eclaw.service.db import Store
+from eclaw.service.flowjobs import LAUNCH, PREFIX, flow_command, flow_file, load_graph, task_states
 from eclaw.service.project import Project, redact_args
 
 __all__ = ["ACTIVE", "JobManager"]
 
+logger = logging.getLogger(__name__)
+
 ACTIVE = ("queued", "running", "cancelling")
 _TAIL_BYTES = 64 * 1024
-_MONITOR_LINE = re.compile(r"monitor (\S+): (ok|FAILED) - (.*)")
 _SERVICE_ENV = ("ECLAW_SERVE_TOKEN", "ECLAW_SERVER")
+MONITOR_RESULTS = "monitors.json"  # in the job's directory: each job its own
 
 
 class JobManager:
@@ -42,7 +48,7 @@ class JobManager:
 
     def __init__(
         self,
-        db: Database,
+        db: Store,
         project: Project,
         *,
         max_jobs: int = 2,
@@ -57,6 +63,8 @@ class JobManager:
         self._on_failure = on_failure
         self._secrets: dict[int, dict[str, str]] = {}  # secret argument values: memory only, never written
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._stops: set[asyncio.Task[None]] = set()  # cancels under way
+        self._killed: set[int] = set()  # jobs a cancel had to kill (still running after the grace)
         self._wake = asyncio.Event()
 
     def job_dir(self, job_id: int) -> Path:
@@ -93,8 +101,13 @@ class JobManager:
             self.db.update_job(job_id, state="cancelled", finished=time.time(), reason="cancelled before it started")
         elif job["state"] == "running" and job["pid"]:
             self.db.update_job(job_id, state="cancelling")
-            asyncio.get_running_loop().create_task(self._stop(job_id, int(job["pid"])))
+            self._stop_later(job_id, int(job["pid"]))
         return self.db.job(job_id)
+
+    def _stop_later(self, job_id: int, pid: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._stop(job_id, pid))
+        self._stops.add(task)
+        task.add_done_callback(self._stops.discard)
 
     def resume(self, job_id: int) -> dict[str, Any] | None:
         """Queue a stopped job again: it resumes from its saved state."""
@@ -113,6 +126,8 @@ class JobManager:
             pid = job["pid"]
             if pid and self._alive(job["id"], int(pid)):
                 self._tasks[job["id"]] = asyncio.get_running_loop().create_task(self._adopt(job["id"], int(pid)))
+                if job["state"] == "cancelling":  # the service stopped during its grace: the cancel goes on
+                    self._stop_later(job["id"], int(pid))
             elif job["state"] == "cancelling":
                 self.db.update_job(job["id"], state="cancelled", pid=None, finished=time.time(),
                                    reason="cancelled while the service was down")  # fmt: skip
@@ -127,7 +142,12 @@ class JobManager:
         while True:
             self._wake.clear()
             self._tasks = {k: t for k, t in self._tasks.items() if not t.done()}
-            for job in self.db.queued()[: max(0, self.max_jobs - len(self._tasks))]:
+            try:
+                queued = self.db.queued()
+            except ConnectionError as exc:  # the store is down: the queue is read again when it is back
+                logger.warning("jobs: %s", exc)
+                queued = []
+            for job in queued[: max(0, self.max_jobs - len(self._tasks))]:
                 self._tasks[job["id"]] = asyncio.get_running_loop().create_task(self._run(job))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 1.0)
@@ -139,31 +159,37 @@ class JobManager:
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
     def command(self, job: dict[str, Any]) -> list[str]:
-        """The job's command line."""
+        """The job's command line (its arguments are not on it: :meth:`_run` writes them on its stdin)."""
         folder = self.job_dir(job["id"])
-        args = self._secrets.get(job["id"], job["args"])
         flow = flow_file(job["spider"])
         if flow is not None:
-            return flow_command(sys.executable, flow, folder, job["id"], args)
-        cmd = [sys.executable, "-m", "eclaw", "crawl", job["spider"], "--state", str(folder / "state"),
+            return flow_command(sys.executable, flow, folder, job["id"])
+        results = str(folder / MONITOR_RESULTS).replace("{", "{{").replace("}", "}}")  # a template
+        cmd = [sys.executable, "-m", LAUNCH, "crawl", job["spider"], "--state", str(folder / "state"),
                "-o", str(folder / "items.jsonl"), "--log-file", str(folder / "crawl.log"),
-               "--trace", str(folder / "trace.jsonl"), "-q"]  # fmt: skip
-        for name, value in args.items():
-            cmd += ["-a", f"{name}={value}"]
+               "--trace", str(folder / "trace.jsonl"), "-s", f"monitors_results={results}", "-q"]  # fmt: skip
         if job["monitors"]:
             cmd += ["--monitors", job["monitors"]]
         return cmd
 
     async def _run(self, job: dict[str, Any]) -> None:
+        if (self.db.job(job["id"]) or {}).get("state") != "queued":  # cancelled since the queue was read
+            return
         folder = self.job_dir(job["id"])
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / "output.log").open("ab") as out:
             process = await asyncio.create_subprocess_exec(
-                *self.command(job), cwd=self.project.root, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                *self.command(job), cwd=self.project.root, stdin=asyncio.subprocess.PIPE, stdout=out,
                 stderr=out, start_new_session=True, env=_job_env(),
             )  # fmt: skip
-        self.db.update_job(job["id"], state="running", pid=process.pid, started=time.time())
+        now = self.db.job(job["id"])
+        if now is not None and now["state"] == "cancelled":  # cancelled while its process started
+            self.db.update_job(job["id"], state="cancelling", pid=process.pid, started=time.time())
+            self._stop_later(job["id"], process.pid)
+        else:
+            self.db.update_job(job["id"], state="running", pid=process.pid, started=time.time())
         try:
+            await _send_args(process, self._secrets.get(job["id"], job["args"]))
             code = await process.wait()
         except asyncio.CancelledError:
             return  # the service stops; the crawl goes on and is adopted after a restart
@@ -180,12 +206,15 @@ class JobManager:
         if job is None:
             return
         state, reason = "failed", f"exit code {code}"
-        if job["state"] == "cancelling":
+        if job["state"] == "cancelling" and job_id in self._killed:
+            self._killed.discard(job_id)
+            state, reason = "cancelled", f"cancelled: still running {self.grace:g} s after SIGINT, killed"
+        elif job["state"] == "cancelling":
             state, reason = "cancelled", "cancelled (its state is saved: resume continues it)"
         elif code is None:
             state, reason = "finished", "adopted after a service restart: exit code unknown (see the log)"
         elif code in (0, 3):
-            failed = [r["name"] for r in self.monitor_results(job_id) if not r["ok"]]
+            failed = [r["name"] for r in self.monitor_results(job_id) or [] if not r["ok"]]
             state, reason = "finished", ("some items were dead-lettered" if code == 3 else "")
             if code == 3 and failed:
                 reason = f"monitor(s) failed: {', '.join(failed)}"  # exit 3 of eclaw crawl --monitors
@@ -202,6 +231,7 @@ class JobManager:
         while time.monotonic() < deadline and self._alive(job_id, pid):  # noqa: ASYNC110 - maybe adopted
             await asyncio.sleep(0.1)
         if self._alive(job_id, pid):
+            self._killed.add(job_id)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
 
@@ -233,13 +263,20 @@ class JobManager:
             graph = load_graph(self.project.check_file(flow, "flow file"))
         except ConfigError:
             return None
-        return task_states(graph, self.job_dir(job["id"]), job["id"])
+        return task_states(graph, self.job_dir(job["id"]), job["id"], job["state"])
 
-    def monitor_results(self, job_id: int) -> list[dict[str, Any]]:
-        """The monitors' results the crawl printed when it ended (``monitor NAME: ok|FAILED - message``)."""
-        redactor = Redactor(secrets=self.secret_values(job_id))
-        found = (_MONITOR_LINE.match(line) for line in self.tail(job_id, "output.log").splitlines())
-        return [{"name": m[1], "ok": m[2] == "ok", "message": redactor.text(m[3])} for m in found if m]
+    def monitor_results(self, job_id: int) -> list[dict[str, Any]] | None:
+        """The results the job's monitors wrote when its crawl ended (``monitors.json`` of its directory,
+        its own: :data:`MONITOR_RESULTS`): each ``{"name", "ok", "value", "message"}``; None if it has none."""
+        try:
+            with (self.job_dir(job_id) / MONITOR_RESULTS).open("rb") as file:
+                record = json.loads(file.read(_TAIL_BYTES * 16))
+            results = record["results"]
+            redactor = Redactor(secrets=self.secret_values(job_id))
+            return [{"name": str(r["name"]), "ok": bool(r["ok"]), "value": _value(r.get("value")),
+                     "message": redactor.text(str(r["message"]))} for r in results]  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):  # none (yet): still running, or no monitors
+            return None
 
     def secret_values(self, job_id: int) -> list[str]:
         """The secret argument values of a job (kept in memory only), for redacting what it shows."""
@@ -283,6 +320,26 @@ class JobManager:
                     break
                 lines.append(line[:_TAIL_BYTES].decode("utf-8", "replace").rstrip("\n"))
         return lines
+
+
+async def _send_args(process: asyncio.subprocess.Process, args: dict[str, str]) -> None:
+    """Write the job's arguments on its stdin, as :mod:`eclaw.service.launch` reads them, and close it."""
+    stdin = process.stdin
+    assert stdin is not None
+    try:
+        stdin.write(json.dumps({"args": args}).encode())
+        await stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):  # it ended at once: its exit code and output tell why
+        pass
+    finally:
+        stdin.close()
+
+
+def _value(value: Any) -> float | str | None:
+    """A monitor's value as the job record shows it (a number, a string or null)."""
+    if value is None or (isinstance(value, int | float | str) and not isinstance(value, bool)):
+        return value
+    return str(value)
 
 
 def _job_env() -> dict[str, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from datetime import datetime
 from typing import Any
@@ -20,13 +21,15 @@ from croniter import croniter
 
 from eclaw.exceptions import ConfigError, EclawError
 from eclaw.security.redact import is_secret_arg
-from eclaw.service.db import Database
+from eclaw.service.db import Store
 from eclaw.service.flowjobs import flow_file, load_graph
 from eclaw.service.jobs import JobManager
 from eclaw.service.notify import Notifier
 from eclaw.service.project import validate_args
 
 __all__ = ["MAX_CATCHUP", "POLICIES", "Scheduler", "check_cron"]
+
+logger = logging.getLogger(__name__)
 
 POLICIES = ("skip", "catchup")
 MAX_CATCHUP = 10
@@ -59,7 +62,7 @@ def due_slots(cron: str, zone: ZoneInfo, after: float, now: float) -> list[float
 class Scheduler:
     """Fires the project's schedules as jobs of a :class:`JobManager`."""
 
-    def __init__(self, db: Database, jobs: JobManager, notifier: Notifier, *, late: float = 60.0) -> None:
+    def __init__(self, db: Store, jobs: JobManager, notifier: Notifier, *, late: float = 60.0) -> None:
         self.db, self.jobs, self.notifier, self.late = db, jobs, notifier, late
 
     def add(self, data: Any) -> dict[str, Any]:
@@ -99,7 +102,10 @@ class Scheduler:
     async def run(self, interval: float = 1.0) -> None:
         """Fire due slots every ``interval`` seconds (until cancelled)."""
         while True:
-            self.tick()
+            try:
+                self.tick()
+            except ConnectionError as exc:  # the store is down: the slots are fired when it is back
+                logger.warning("schedules: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.sleep(interval - time.time() % interval)
 

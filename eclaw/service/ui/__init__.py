@@ -62,7 +62,7 @@ async def job_page(request: web.Request) -> web.Response:
     log = [redactor.text(line) for line in jobs.tail(job_id, "crawl.log", 16384).splitlines()[-100:]]
     summary = [redactor.text(line) for line in jobs.tail(job_id, "output.log", 8192).splitlines()[-30:]]
     view = {**job, "items": jobs.items_count(job_id), "tasks": jobs.tasks(job),
-            "monitor_results": jobs.monitor_results(job_id) if job["monitors"] else None}  # fmt: skip
+            "monitor_results": jobs.monitor_results(job_id) or ([] if job["monitors"] else None)}  # fmt: skip
     body = pages.job(view, jobs.items(job_id, 10), log, summary, jobs.report(job_id))
     return _page(request, body, f"Job {job_id}")
 

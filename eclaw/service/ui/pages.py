@@ -25,7 +25,8 @@ input[type=text],textarea,select{font:inherit;width:28em;max-width:100%}button{f
 .task{border:2px solid #999;border-radius:6px;padding:.4em .8em;min-width:9em;background:#f3f5f7}
 .task small{display:block;color:#555}
 .task-running{border-color:#06c;background:#e6f0fb}.task-succeeded{border-color:#080;background:#e7f6e7}
-.task-failed{border-color:#b00;background:#fde8e8}.task-skipped{border-color:#a60;background:#fbf3e3}"""
+.task-failed{border-color:#b00;background:#fde8e8}.task-skipped{border-color:#a60;background:#fbf3e3}
+.task-cancelled{border-color:#a60;border-style:dashed;background:#f3f5f7}"""
 SCRIPT = """
 const source = new EventSource('/ui/events');
 source.onmessage = (event) => {
