@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import fcntl
 import itertools
 import json
 import os
@@ -15,12 +16,29 @@ import pytest
 
 from eclaw.stats import Stats
 from eclaw.testing import demo_site
+from tests.wheelhouse import build_eclaw
 
 
 @pytest.fixture
 async def demo_url() -> AsyncIterator[str]:
     async with demo_site() as base_url:
         yield base_url
+
+
+@pytest.fixture(scope="session")
+def eclaw_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """eclaw's wheel, built once for the whole run: the first xdist worker to ask builds it (under a lock,
+    in the run's temporary folder that all workers share), the others take it."""
+    run = tmp_path_factory.getbasetemp()
+    shared = run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run
+    folder = shared / "eclaw-wheel"
+    with (shared / "eclaw-wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        built = sorted(folder.glob("eclaw-*.whl"))
+        if built:
+            return built[0]
+        folder.mkdir(exist_ok=True)
+        return build_eclaw(folder)
 
 
 @pytest.fixture(autouse=True)

@@ -57,15 +57,8 @@ def test_namespaces() -> None:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-    )
-    (path,) = out.glob("eclaw-*.whl")
-    return path
+def wheel(eclaw_wheel: Path) -> Path:
+    return eclaw_wheel
 
 
 def test_wheel_layout(wheel: Path) -> None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import shutil
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterable
 from importlib import metadata
@@ -16,6 +19,24 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 _SKIP = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}  # what pip added when it installed it
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_eclaw(folder: Path) -> Path:
+    """eclaw's wheel, built into ``folder`` from a copy of this checkout's sources (in ``folder/src``).
+
+    A build writes ``build/`` and ``eclaw.egg-info`` beside the sources it builds and removes what it wrote
+    there: two builds in the checkout at once (two xdist workers, or the suites of ``make test``'s Pythons
+    side by side) would remove each other's files."""
+    source = folder / "src"
+    for name in ("eclaw", "middlewares"):  # eclaw/middlewares is a link to ../middlewares: kept a link
+        shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(folder)]
+    subprocess.run([*command, str(source)], check=True, capture_output=True, timeout=300)
+    (wheel,) = folder.glob("eclaw-*.whl")
+    return wheel
 
 
 def closure(names: Iterable[str], extras: Iterable[str] = ()) -> list[metadata.Distribution]:

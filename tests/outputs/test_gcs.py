@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from eclaw import Engine
+from eclaw.exceptions import ConfigError
 from eclaw.outputs import gcs
 from eclaw.outputs.gcs import PART_SIZE, GCSDestination
 from eclaw.outputs.spec import parse_spec
@@ -32,7 +34,7 @@ from tests.outputs.gcs_server import (
     service_account_file,
 )
 from tests.outputs.servers import free_port
-from tests.state.site import expected, make_app
+from tests.state.site import StateSpider, expected, make_app
 
 ROOT = Path(__file__).parents[2]
 SPIDER = str(ROOT / "tests" / "state" / "site.py") + ":StateSpider"
@@ -79,34 +81,36 @@ async def kill_when(process: asyncio.subprocess.Process, count: int, tmp: Path) 
         if (gauge.exists() and gauge.read_bytes().count(b"\n") >= count) or process.returncode is not None:
             break
         await asyncio.sleep(0.02)
-    process.kill()
+    if process.returncode is None:
+        process.kill()
     await process.wait()
 
 
-async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path) -> None:
-    specs = ("gs://items/{spider}.jsonl.gz", "gs://items/{spider}.sqlite")  # a stream, a whole-file format
-    async with serve(make_app(delay=0)) as base:  # the crawl in a thread: the site runs on this loop
-        result = await asyncio.to_thread(crawl, tmp_path, specs, env(endpoint), base)
-    assert result.returncode == 0, result.stderr[-2000:]
+async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the crawl in this process (the CLI's own run is the SIGKILL test's)
+    specs = ["gs://items/{spider}.jsonl.gz", "gs://items/{spider}.sqlite"]  # a stream, a whole-file format
+    async with serve(make_app(delay=0)) as base, Engine(overrides={"store": ""}, outputs=specs) as engine:
+        await engine.crawl(StateSpider, base_url=base)
     assert sorted(pages_in(endpoint, "state-site.jsonl.gz")) == sorted(expected()[0])
     assert object_bytes(endpoint, "state-site.sqlite").startswith(b"SQLite format 3\0")
-    assert not [name for name in object_names(endpoint) if gcs.PARTS in name]
+    assert not [name for name in object_names(endpoint) if name.startswith("state-site.") and gcs.PARTS in name]
 
 
 async def test_sigkill_then_resume_gives_every_item_once(endpoint: str, tmp_path: Path) -> None:
     parsed = expected()[0]
+    specs = ("killed.jsonl.gz",)
     async with serve(make_app()) as base:
-        for target in (len(parsed) // 4, len(parsed) // 2):
-            process = await start(endpoint, base, tmp_path, "killed.jsonl.gz")
-            await kill_when(process, target, tmp_path)
-            if process.returncode == -signal.SIGKILL:
-                assert "killed.jsonl.gz" not in object_names(endpoint)  # not visible before the end
-        process = await start(endpoint, base, tmp_path, "killed.jsonl.gz")
+        process = await start(endpoint, base, tmp_path, *specs)
+        await kill_when(process, len(parsed) // 2, tmp_path)
+        if process.returncode == -signal.SIGKILL:
+            assert not [name for name in object_names(endpoint) if name in specs]  # not visible before the end
+        process = await start(endpoint, base, tmp_path, *specs)
         _, stderr = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, stderr.decode()[-2000:]
     pages = pages_in(endpoint, "killed.jsonl.gz")
     assert len(pages) == len(set(pages)), "an item was written twice"
     assert set(pages) == parsed
+    assert not [name for name in object_names(endpoint) if name.startswith("killed.") and gcs.PARTS in name]
 
 
 def sink_for(key: str, **options: Any) -> tuple[GCSDestination, Any]:
@@ -188,15 +192,6 @@ async def test_a_failed_commit_keeps_the_bytes_for_the_next(
         assert object_bytes(url, "later.jsonl") == data
 
 
-def crawl(tmp: Path, specs: tuple[str, ...], environ: dict[str, str], base: str) -> subprocess.CompletedProcess[str]:
-    outputs = [arg for spec in specs for arg in ("-o", spec)]
-    return subprocess.run(
-        [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", *outputs, "-s", "store=",
-         "-s", f"failures={tmp / 'failures.jsonl'}", "--log-level", "WARNING"],
-        cwd=tmp, env=environ, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
 async def refused(tmp: Path, spec: str, environ: dict[str, str]) -> str:
     """The stderr of a crawl that must stop before it starts: one line, exit status 2."""
     process = await asyncio.create_subprocess_exec(
@@ -210,9 +205,32 @@ async def refused(tmp: Path, spec: str, environ: dict[str, str]) -> str:
     return said.strip()
 
 
-async def test_bad_bucket_endpoint_or_credentials_is_one_line_and_exit_2(endpoint: str, tmp_path: Path) -> None:
+def check_says(spec: str, extra: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The message of the ConfigError the check before a crawl raises for ``spec`` in the child's environment
+    ``env(endpoint, **extra)``, in this process (what the CLI prints after ``eclaw: error:``)."""
+    with monkeypatch.context() as patch:
+        for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"):
+            patch.delenv(name, raising=False)
+        for name, value in {"CLOUDSDK_CONFIG": "/nonexistent", "NO_GCE_CHECK": "true", **extra}.items():
+            if value:
+                patch.setenv(name, value)
+            else:
+                patch.delenv(name, raising=False)
+        location = spec.split("?", 1)[0]
+        with pytest.raises(ConfigError) as raised:
+            GCSDestination(parse_spec(spec), retry_timeout=0.2).check(location)
+    said = str(raised.value)
+    assert len(said.splitlines()) == 1, said
+    return said
+
+
+async def test_bad_bucket_endpoint_or_credentials_is_one_line_and_exit_2(
+    endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key, closed = tmp_path / "key.json", f"http://127.0.0.1:{free_port()}"
     no_emulator = {"STORAGE_EMULATOR_HOST": ""}
+    revoked = (f"gs://items/x.jsonl?endpoint={endpoint}", {**no_emulator, "GOOGLE_APPLICATION_CREDENTIALS": str(key)},
+               "output gs://items/x.jsonl: the credentials were refused: invalid_grant")  # a revoked service key
     cases = [
         ("gs://nosuch/x.jsonl", {}, "output gs://nosuch/x.jsonl: the bucket does not exist"),
         ("gs://items/x.jsonl", {"STORAGE_EMULATOR_HOST": closed},
@@ -220,15 +238,19 @@ async def test_bad_bucket_endpoint_or_credentials_is_one_line_and_exit_2(endpoin
         ("gs://items/x.jsonl", no_emulator, "output gs://items/x.jsonl: Your default credentials were not found"),
         ("gs://items/x.jsonl", {**no_emulator, "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/key.json"},
          "output gs://items/x.jsonl: File /nonexistent/key.json was not found"),
-        (f"gs://items/x.jsonl?endpoint={endpoint}", {**no_emulator, "GOOGLE_APPLICATION_CREDENTIALS": str(key)},
-         "output gs://items/x.jsonl: the credentials were refused: invalid_grant"),  # a revoked service-account key
+        revoked,
     ]  # fmt: skip
     with refusing_token_server() as token_uri:
         service_account_file(str(key), token_uri)
-        said = await asyncio.gather(*(refused(tmp_path, spec, env(endpoint, **extra)) for spec, extra, _ in cases))
-    for line, (_, _, expected_line) in zip(said, cases, strict=True):
-        assert line.startswith(f"eclaw: error: {expected_line}"), line
-        assert "PRIVATE KEY" not in line
+        line, said = await asyncio.gather(  # the CLI once (one line, exit 2); each case by the check it runs
+            refused(tmp_path, revoked[0], env(endpoint, **revoked[1])),
+            asyncio.to_thread(lambda: [check_says(spec, extra, monkeypatch) for spec, extra, _ in cases]),
+        )
+    for message, (_, _, expected_line) in zip(said, cases, strict=True):
+        assert message.startswith(expected_line), message
+        assert "PRIVATE KEY" not in message
+    assert line.startswith(f"eclaw: error: {revoked[2]}"), line
+    assert "PRIVATE KEY" not in line
 
 
 def doc_commands() -> list[str]:
