@@ -168,6 +168,11 @@ class CachingResolver(AbstractResolver):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for name, future in self._pending.items():  # a lookup cancelled before it began runs no handler
+            if not future.done():
+                future.set_exception(DnsError(f"cannot resolve {name}: the resolver is closed"))
+                future.exception()  # retrieved: nobody may be waiting any more
+        self._pending.clear()
         await self._dns.close()
 
 

@@ -269,6 +269,6 @@ async def test_closing_the_resolver_ends_the_lookups_still_waiting(dnsmasq: Dnsm
     waiting = [asyncio.ensure_future(resolver.resolve(f"h{i}.test")) for i in range(6)]
     await asyncio.sleep(0)  # the lookups start: one in flight, five behind the bound
     await resolver.close()
-    outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+    outcomes = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 30)
     assert all(isinstance(o, (DnsError, list)) for o in outcomes)
     assert any(isinstance(o, DnsError) for o in outcomes)
