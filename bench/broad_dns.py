@@ -15,8 +15,8 @@ import time
 
 from bench.broad_site import address, name
 from bench.names import name_server
-from eclaw.downloaders.dns import CachingResolver
 from eclaw.exceptions import DnsError
+from eclaw.fetchers.dns import CachingResolver
 
 
 async def _resolve_all(port: int, hosts: int, in_flight: int) -> tuple[int, int, float]:

@@ -13,7 +13,7 @@
   moment one of its pages not yet asked for was known to the crawler (a page is known once a page
   linking to it was sent, a seed from the first request of the run, a page answered 429 again
   ``Retry-After`` seconds after that answer). The wait is the time from ``R`` to the next request
-  (or to the end of the window, if none came): a scheduler that starves a host shows it here.
+  (or to the end of the window, if none came): a frontier that starves a host shows it here.
 """
 
 from __future__ import annotations

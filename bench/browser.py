@@ -38,7 +38,7 @@ from bench.browser_site import expected_items
 from bench.proctree import TreeRun, become_subreaper, run_tree
 from bench.run import CACHE, RESULTS, ROOT, check_items
 from bench.site import app_process
-from eclaw.downloaders.browser.fetcher import find_chromium
+from eclaw.fetchers.browser.fetcher import find_chromium
 
 CRAWLEE = CACHE / "crawlee"  # make bench-browser npm-installs bench/contenders/crawlee/package.json here
 MIB = 1024 * 1024

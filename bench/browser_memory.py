@@ -23,7 +23,7 @@ from aiohttp import web
 
 from bench.proctree import descendants, tree_pss
 from eclaw import Request, Settings, Spider
-from eclaw.downloaders.browser import BrowserFetcher, actions
+from eclaw.fetchers.browser import BrowserFetcher, actions
 from eclaw.testing import serve
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Listing</title></head><body>

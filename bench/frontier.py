@@ -95,7 +95,7 @@ async def run(base: str, urls: int, frontier_memory: int, state: str = "") -> di
     async with engine:
         crawl = engine.prepare(Discover, base=base, lists=urls // FANOUT)
         stats = await engine.run_crawl(crawl)
-        spilled = crawl.scheduler._spill.spilled  # type: ignore[attr-defined]
+        spilled = crawl.frontier._spill.spilled  # type: ignore[attr-defined]
     return {
         "urls_discovered": stats.requests_generated - stats.dropped_by_reason.get("duplicate", 0),
         "pages_fetched": stats.responses_downloaded,

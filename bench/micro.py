@@ -3,7 +3,7 @@
     python -m bench.micro
 
 - event dispatch: cost per event published through a crawl's bus to one subscriber;
-- fingerprint + dedupe: per URL, new and repeated, through the scheduler;
+- fingerprint + dedupe: per URL, new and repeated, through the frontier;
 - hand-out: per request through the frontier (enqueue, next_request, release) over 1,000 hosts,
   without a resolver and with ``dns_resolver=async``'s (every name known: the cost of asking it);
 - link extraction: ``response.follow_all(css="a")`` per bench page, and with a link rule
@@ -22,7 +22,7 @@ from eclaw import Engine, Request, Response, Settings, Spider
 from eclaw.discovery import Rule
 from eclaw.events import Event
 from eclaw.frontier.base import fingerprint
-from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.frontier.default import DefaultFrontier
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,8 +54,8 @@ async def dispatch_cost(events: int = 100_000) -> float:
 
 
 async def dedupe_cost(urls: int = 50_000) -> tuple[float, float, float]:
-    scheduler = DefaultScheduler()
-    await scheduler.open(Bench(), Settings(), lambda: None)
+    frontier = DefaultFrontier()
+    await frontier.open(Bench(), Settings(), lambda: None)
     requests = [Request(f"http://127.0.0.1:8080/p/{n}.html?b=1&a={n % 7}") for n in range(urls)]
     started = time.perf_counter()
     for request in requests:
@@ -64,34 +64,34 @@ async def dedupe_cost(urls: int = 50_000) -> tuple[float, float, float]:
     batches = [requests[i : i + 30] for i in range(0, urls, 30)]
     started = time.perf_counter()
     for batch in batches:
-        await scheduler.enqueue(batch)
+        await frontier.enqueue(batch)
     new_cost = (time.perf_counter() - started) / urls * 1e6
     started = time.perf_counter()
     for batch in batches:
-        await scheduler.enqueue(batch)
+        await frontier.enqueue(batch)
     repeat_cost = (time.perf_counter() - started) / urls * 1e6
     return fp_cost, new_cost, repeat_cost
 
 
 async def handout_cost(hosts: int = 1000, per_host: int = 20, *, names: bool = False) -> float:
-    scheduler = DefaultScheduler()
-    await scheduler.open(Spider(name="hosts"), Settings(concurrency=10_000, concurrency_per_domain=1), lambda: None)
+    frontier = DefaultFrontier()
+    await frontier.open(Spider(name="hosts"), Settings(concurrency=10_000, concurrency_per_domain=1), lambda: None)
     if names:
-        from eclaw.downloaders.dns import CachingResolver
+        from eclaw.fetchers.dns import CachingResolver
 
         resolver = CachingResolver(servers=["127.0.0.1:9"])
         resolver._cache.update({f"h{h}.micro.test": (time.monotonic() + 3600, ["127.0.0.2"]) for h in range(hosts)})
-        scheduler.resolve_with(resolver)
+        frontier.resolve_with(resolver)
     requests = [Request(f"http://h{h}.micro.test/p/{n}") for n in range(per_host) for h in range(hosts)]
     started = time.perf_counter()
-    await scheduler.enqueue(requests)
+    await frontier.enqueue(requests)
     handed = 0
-    while (request := await scheduler.next_request()) is not None:
-        await scheduler.release(request)
+    while (request := await frontier.next_request()) is not None:
+        await frontier.release(request)
         handed += 1
     cost = (time.perf_counter() - started) / len(requests) * 1e6
     assert handed == len(requests), f"{handed} of {len(requests)} handed out"
-    await scheduler.close()
+    await frontier.close()
     if names:
         await resolver.close()
     return cost

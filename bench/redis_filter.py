@@ -2,7 +2,7 @@
 
     python -m bench.redis_filter [--urls 20000] [--persist]
 
-New URLs (50 hosts) are enqueued through the cluster frontier (``RedisScheduler.enqueue``, 100 a
+New URLs (50 hosts) are enqueued through the cluster frontier (``RedisFrontier.enqueue``, 100 a
 call, as a page's links go) into a private redis-server, once with the Bloom filter (the default
 sizing: a million URLs at one in a million, 20 hashes), once with ``dupefilter=set`` and once with
 no filter (``dont_filter``); redis-server's ``used_cpu`` before and after gives its microseconds
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from eclaw import Request, Settings, Spider
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 
 
 class Links(Spider):
@@ -29,23 +29,23 @@ class Links(Spider):
 async def cost(url: str, mode: str, urls: int) -> float:
     """redis-server's CPU microseconds a URL, for ``urls`` new URLs enqueued under ``mode``."""
     settings = Settings(concurrency=64, dupefilter="set" if mode == "set" else "bloom")
-    scheduler = RedisScheduler(url)
-    await scheduler.open(Links(), settings, lambda: None)
+    frontier = RedisFrontier(url)
+    await frontier.open(Links(), settings, lambda: None)
     try:
-        assert scheduler.redis is not None
-        await scheduler.redis.delete(*[scheduler.prefix + key for key in ("bloom", "seen", "queue", "requests")])
+        assert frontier.redis is not None
+        await frontier.redis.delete(*[frontier.prefix + key for key in ("bloom", "seen", "queue", "requests")])
 
         async def used() -> float:
-            info = await scheduler.redis.info("cpu")  # type: ignore[union-attr]
+            info = await frontier.redis.info("cpu")  # type: ignore[union-attr]
             return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
         before = await used()
         for batch in range(urls // 100):
             links = [f"http://h{n % 50}.test/{mode}/{batch}/{n}" for n in range(100)]
-            await scheduler.enqueue([Request(link, dont_filter=mode == "none") for link in links])
+            await frontier.enqueue([Request(link, dont_filter=mode == "none") for link in links])
         return (await used() - before) / urls * 1e6
     finally:
-        await scheduler.close()
+        await frontier.close()
 
 
 async def main() -> None:

@@ -83,7 +83,7 @@ class ChoosesProxy(Protocol):
     """Chooses the proxy of each redirect hop of one request, so that a hop goes through the proxy
     its own URL calls for (rotation, ``HTTPS_PROXY`` after an http→https redirect, ``NO_PROXY``):
     the ``Proxy`` middleware puts one in ``meta["proxy_chooser"]``; fetchers that follow redirects
-    ask it (:func:`eclaw.downloaders.redirects.hop_proxy`)."""
+    ask it (:func:`eclaw.fetchers.redirects.hop_proxy`)."""
 
     async def proxy_for(self, url: str) -> str | None:
         """The proxy URL (its credentials in it) for a hop to ``url``, or ``None`` to go direct."""
@@ -205,8 +205,8 @@ class ChecksHops(Protocol):
     """A middleware (or the frontier) that vets each hop of a redirect as it vets a new request:
     ``check_hop`` raises ``IgnoreRequest(reason)`` to refuse it, and the request ends dropped with
     that reason. The crawl hands these checks (the frontier's first, then the middlewares' in list
-    order) to a downloader that follows redirects itself
-    (:class:`~eclaw.downloaders.base.VetsHops`)."""
+    order) to a fetcher that follows redirects itself
+    (:class:`~eclaw.fetchers.base.VetsHops`)."""
 
     async def check_hop(self, request: Request, url: str) -> None:
         """Refuse (raise ``IgnoreRequest``) or allow ``request``'s redirect to ``url``."""

@@ -9,17 +9,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from pathlib import Path
 from typing import Any, TypeVar
 
+from eclaw._deprecated import renamed_arguments
 from eclaw.contracts import Middleware
 from eclaw.core.bus import Handler
+from eclaw.core.components import ComponentFactory
 from eclaw.core.crawl import Crawl
 from eclaw.core.parser import CallbackParser, Parser
-from eclaw.core.parts import Assembly
-from eclaw.downloaders.base import Downloader
-from eclaw.downloaders.router import Fetchers
 from eclaw.events import Event
 from eclaw.exceptions import ConfigError
-from eclaw.frontier.base import Scheduler
-from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.fetchers.base import Fetcher
+from eclaw.fetchers.router import Fetchers
+from eclaw.frontier.base import Frontier
+from eclaw.frontier.default import DefaultFrontier
 from eclaw.settings import Settings
 from eclaw.spider import Spider, make_spider
 from eclaw.stats import Stats
@@ -49,11 +50,12 @@ class Engine:
         store: a SQLite store path (``{spider}`` filled in) where each crawl records
             a run row with its data-quality profile and warnings (``eclaw runs``
             lists them); ``None`` records nothing.
-        scheduler: factory of a :class:`~eclaw.frontier.base.Scheduler` per crawl.
-        downloader: factory of a :class:`~eclaw.downloaders.base.Downloader` per crawl.
+        frontier: factory of a :class:`~eclaw.frontier.base.Frontier` per crawl.
+        fetcher: factory of a :class:`~eclaw.fetchers.base.Fetcher` per crawl.
         parser: the :class:`~eclaw.core.parser.Parser`.
         state_dir: where each crawl saves its state to resume after a pause or
             a crash (the ``state_dir`` setting; see :mod:`eclaw.core.state`).
+        **renamed: the old names of ``frontier`` and ``fetcher`` (deprecated: docs/architecture.md).
 
     Use it inside a running event loop::
 
@@ -70,26 +72,28 @@ class Engine:
         pipelines: Iterable[Any] = (),
         outputs: Iterable[str | Path] = (),
         store: str | Path | None = None,
-        scheduler: Callable[[], Scheduler] = DefaultScheduler,
-        downloader: Callable[[], Downloader] = Fetchers,
+        frontier: Callable[[], Frontier] = DefaultFrontier,
+        fetcher: Callable[[], Fetcher] = Fetchers,
         parser: Parser | None = None,
         state_dir: str | Path | None = None,
+        **renamed: Any,
     ) -> None:
+        frontier, fetcher = renamed_arguments("Engine", renamed, frontier=frontier, fetcher=fetcher)
         self.settings = settings if settings is not None else Settings()
         self._overrides = dict(overrides or {})
         if state_dir is not None:
             self._overrides["state_dir"] = str(state_dir)
         self.settings.replace(self._overrides)  # fail now on a bad override
-        self._assembly = Assembly(
+        self._components = ComponentFactory(
             middlewares=None if middlewares is None else list(middlewares),
             pipelines=list(pipelines),
             outputs=list(outputs),
             store=store,
-            scheduler=scheduler,
-            downloader=downloader,
+            frontier=frontier,
+            fetcher=fetcher,
             parser=parser if parser is not None else CallbackParser(),
         )
-        self._assembly.check(self.settings.replace(self._overrides))
+        self._components.check(self.settings.replace(self._overrides))
         self._subs: dict[type[Event], list[tuple[int, int, Handler]]] = {}
         self._seq = itertools.count()
         self._frozen = False
@@ -168,7 +172,7 @@ class Engine:
             settings = self.settings.replace(instance.custom_settings).replace(self._overrides)
         except ConfigError as exc:
             raise ConfigError(f"spider {instance.name!r}: {exc}") from None
-        return Crawl(self._assembly.parts(instance, settings, extra), self._handlers_for)
+        return Crawl(self._components.build(instance, settings, extra), self._handlers_for)
 
     async def crawl(self, spider: SpiderArg, **spider_args: Any) -> Stats:
         """Run a crawl of ``spider`` to the end and return its :class:`Stats`.

@@ -13,7 +13,7 @@ without an owner are notifications.
 event               published by                            owner
 ==================  ======================================  =====================================
 RequestGenerated    start requests, callbacks, errbacks     intake: filters, dedupe, the frontier
-RequestScheduled    the crawl, when a download slot is free fetcher: middlewares + downloader
+RequestScheduled    the crawl, when a download slot is free fetcher: middlewares + fetcher
 ResponseDownloaded  fetcher                                 callback runner (the spider callback)
 ItemParsed          callback runner (an item was yielded)   pipeline runner: pipelines, outputs
 ItemStored          pipeline runner (an output wrote it)    accounting
@@ -124,7 +124,7 @@ class RequestGenerated(RequestEvent):
 @_fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestScheduled(RequestEvent):
-    """The scheduler handed the request to the downloader; a slot is held."""
+    """The frontier handed the request to the fetcher; a slot is held."""
 
 
 @_fast_init

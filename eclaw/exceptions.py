@@ -37,8 +37,8 @@ Control flow (not errors; raise them to steer a crawl)::
     CloseSpider(reason)     stop the crawl gracefully from a callback
     RetryRequest(...)       a middleware asks for another attempt after a delay
 
-aiohttp errors are translated into this tree in :mod:`eclaw.downloaders.plain`,
-the one place that talks to aiohttp's client; curl's in :mod:`eclaw.downloaders.impersonate`.
+aiohttp errors are translated into this tree in :mod:`eclaw.fetchers.plain`,
+the one place that talks to aiohttp's client; curl's in :mod:`eclaw.fetchers.impersonate`.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ class RetryRequest(Exception):
 
     The crawl emits ``RequestFailed(final=False, attempt=...)`` for the failed
     attempt, frees the download slot, and hands ``request`` back to the
-    scheduler when the delay is over. ``error`` is what went wrong.
+    frontier when the delay is over. ``error`` is what went wrong.
     """
 
     def __init__(self, request: Any, *, delay: float, reason: str, error: BaseException | None = None) -> None:

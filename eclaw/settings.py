@@ -16,6 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from eclaw._deprecated import renamed_setting
 from eclaw.exceptions import ConfigError
 from eclaw.setting_values import BROWSER_RESOURCE_TYPES, describe, host_map, instance_of, parse_as
 
@@ -115,7 +116,7 @@ class Settings:
             empty is off (CLI ``--state DIR``).
         checkpoint_interval: seconds between two saves of the state.
         checkpoint_requests: new requests that trigger a save before the interval is up.
-        scheduler_url: ``redis://host:port/db``: the frontier, dupe filter, items
+        frontier_url: ``redis://host:port/db``: the frontier, dupe filter, items
             and stats live in Redis, shared by every worker of the crawl (CLI ``--redis``).
         lease_timeout: seconds without a heartbeat after which a worker's requests go
             back to the queue; also how long a worker retries a lost Redis before pausing.
@@ -128,7 +129,7 @@ class Settings:
         monitors_results: the monitors' results file (``{spider}``, ``{run_key}`` filled in), over the
             ``results`` of a monitors file; empty: that one (``eclaw serve`` gives each job its own).
         host_concurrency: per-host limits over ``concurrency_per_domain``: ``"a.example=2,b.example=1"``
-            (cluster-wide with ``scheduler_url``, like every politeness setting).
+            (cluster-wide with ``frontier_url``, like every politeness setting).
         host_delay: per-host delays over ``download_delay``, seconds: ``"a.example=1.5,b.example=5"``;
             a floor the throttle never goes under.
         max_pages: start at most this many downloads in this run, retries included (0: no limit);
@@ -256,7 +257,7 @@ class Settings:
     state_dir: str = ""
     checkpoint_interval: float = 5.0
     checkpoint_requests: int = 20_000
-    scheduler_url: str = ""
+    frontier_url: str = ""
     lease_timeout: float = 30.0
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
@@ -282,7 +283,7 @@ class Settings:
     meta_refresh_max_delay: float = 100.0
     http_auth: str = dataclasses.field(default="", repr=False)  # holds passwords
     sessions: int = 0
-    # the browser fetcher (eclaw.downloaders.browser)
+    # the browser fetcher (eclaw.fetchers.browser)
     browser_executable: str = ""
     browser_pages: int = 4
     browser_context_pages: int = 100
@@ -425,7 +426,7 @@ def _check_browser(settings: Settings) -> None:
 
 
 def _field_name(key: str) -> str:
-    name = key.strip().lower().replace("-", "_")
+    name = renamed_setting(key.strip().lower().replace("-", "_"))
     if name in _types():
         return name
     hint = difflib.get_close_matches(name, _types(), n=1)

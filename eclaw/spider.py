@@ -49,7 +49,7 @@ class Spider:
         user_agent: the ``User-Agent`` of this spider's requests (over the setting and the
             ``UserAgent`` middleware's browser UA); robots.txt rules are matched for it.
         fetcher: how its requests are fetched unless they say otherwise: ``"plain"``
-            (aiohttp, the default), or another fetcher's name (see :mod:`eclaw.downloaders`).
+            (aiohttp, the default), or another fetcher's name (see :mod:`eclaw.fetchers`).
         rules: link rules (``eclaw.discovery.Rule``) the default ``parse`` follows (docs/rules.md).
         sitemap_urls: sitemaps, sitemap indexes or robots.txt files to start from; their pages
             go to the callbacks of ``sitemap_rules``, ``(pattern, callback)`` pairs (first match
@@ -62,7 +62,7 @@ class Spider:
         http_auth: HTTP basic auth per host, ``{"host": ("user", "password")}`` (or
             ``"host:port"``): sent to that host only (over the ``http_auth`` setting).
         browser: the page actions of its rendered requests unless their ``meta["browser"]``
-            says otherwise, key by key (see :mod:`eclaw.downloaders.browser.actions`).
+            says otherwise, key by key (see :mod:`eclaw.fetchers.browser.actions`).
         expect_items: names of callbacks that must yield at least one item per page
             (``{"parse_product"}``): a page that yields none fails with the reason ``no items``
             and an error snapshot is saved (docs/devloop.md); a request's

@@ -7,8 +7,8 @@ Against a local site::
 
 With no sockets at all, answers from a mapping or a function (like httpx's MockTransport)::
 
-    mock = MockDownloader({"https://shop.test/": "<a href='/p/1'>one</a>", "https://shop.test/p/1": "<h1>One</h1>"})
-    items, stats = await collect(MySpider, engine=Engine(downloader=lambda: mock))
+    mock = MockFetcher({"https://shop.test/": "<a href='/p/1'>one</a>", "https://shop.test/p/1": "<h1>One</h1>"})
+    items, stats = await collect(MySpider, engine=Engine(fetcher=lambda: mock))
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from eclaw._deprecated import renamed
 from eclaw.engine import Engine
 from eclaw.events import ItemStored
 from eclaw.http import Request, Response
@@ -30,7 +31,7 @@ from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.stats import Stats
 
-__all__ = ["MockDownloader", "collect", "demo_site", "serve"]
+__all__ = ["MockFetcher", "collect", "demo_site", "serve"]
 
 Answer = Response | str | bytes | dict[str, Any] | list[Any] | tuple[int, Any] | BaseException
 Answers = Mapping[str, Answer] | Callable[[Request], Answer | Awaitable[Answer]]
@@ -75,8 +76,8 @@ async def collect(
     return items, stats
 
 
-class MockDownloader:
-    """A downloader with no sockets: each request is answered from ``answers``.
+class MockFetcher:
+    """A fetcher with no sockets: each request is answered from ``answers``.
 
     ``answers`` maps URLs to answers, or is a function (sync or async) of the request.
     An answer is a :class:`~eclaw.Response`; a ``str`` (HTML, 200) or ``bytes``; a
@@ -121,3 +122,6 @@ def _response(request: Request, answer: Any) -> Response:
     else:
         data, kind = bytes(body), "application/octet-stream"
     return Response(request.url, status=status, headers={"Content-Type": kind}, body=data, request=request)
+
+
+__getattr__ = renamed(__name__, {"MockDownloader": "MockFetcher"})  # eclaw-rename: keep (old names, one release)

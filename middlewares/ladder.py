@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eclaw.contracts import Fetch
-from eclaw.downloaders.router import FETCHERS, fetcher_of, host_fetchers
-from eclaw.downloaders.rungs import Change, Rungs, parse_rungs
 from eclaw.events import FetcherChanged
 from eclaw.exceptions import HttpError
+from eclaw.fetchers.router import FETCHERS, fetcher_of, host_fetchers
+from eclaw.fetchers.rungs import Change, Rungs, parse_rungs
 from eclaw.http import Request, Response
 from eclaw.http.urls import url_host
 from eclaw.observe.cpu import CpuShares, descendants_cpu
@@ -41,7 +41,7 @@ class Ladder:
     without a ban the host drifts one rung down (banned again there, its quiet period doubles).
     A page that yields no item where the spider expects some (``expect_items``) is fetched
     again one rung up by itself; its host follows once most of its pages come empty (see
-    :mod:`eclaw.downloaders.rungs`). Requests that name their fetcher (``render=True``,
+    :mod:`eclaw.fetchers.rungs`). Requests that name their fetcher (``render=True``,
     ``meta["fetcher"]``) are left alone.
 
     Each move is a :class:`~eclaw.events.FetcherChanged` event (in the trace and the report);
@@ -50,7 +50,7 @@ class Ladder:
     With ``--redis`` the rungs are shared by the workers; with ``--state`` they are saved.
 
     Args:
-        fetchers: the rungs, lowest first (names of :data:`eclaw.downloaders.router.FETCHERS`).
+        fetchers: the rungs, lowest first (names of :data:`eclaw.fetchers.router.FETCHERS`).
         quiet: seconds without a ban before a host comes one rung down.
         ban_statuses: statuses that are a ban when the page has a challenge marker.
         ban_pattern: the challenge markers, a regular expression searched in the first 64 KB.
@@ -91,10 +91,10 @@ class Ladder:
         ranks = {name: rung for rung, name in enumerate(self.names)}
         self.rungs = Rungs(self.names, self.quiet, lambda host: ranks.get(fetcher_of(hosts, host, own), 0))
         self.rungs.load(self._saved.get("hosts", {}))
-        if crawl.settings.scheduler_url:
+        if crawl.settings.frontier_url:
             from eclaw.cluster.rungs import SharedRungs  # only a Redis crawl needs the client
 
-            self._shared = SharedRungs(crawl.settings.scheduler_url, crawl.spider.name, self.rungs)
+            self._shared = SharedRungs(crawl.settings.frontier_url, crawl.spider.name, self.rungs)
             await self._shared.open()
         self._sampler = asyncio.create_task(self._sample(), name="eclaw-ladder-cpu")
 

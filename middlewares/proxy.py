@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Literal
 from yarl import URL
 
 from eclaw.contracts import Fetch
-from eclaw.downloaders.redirects import PROXY_CHOOSER
-from eclaw.downloaders.socks import SOCKS_SCHEMES
 from eclaw.exceptions import ConfigError, ConnectError, DownloadTimeout, HttpError, ProxyError
+from eclaw.fetchers.redirects import PROXY_CHOOSER
+from eclaw.fetchers.socks import SOCKS_SCHEMES
 from eclaw.http import Request, Response
 from eclaw.http.urls import host_allowed, url_host
 

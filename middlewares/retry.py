@@ -34,7 +34,7 @@ class Retry:
     Attempt ``k`` (1-based) waits ``uniform(0, min(cap, base * 2**(k-1)))``
     seconds ("full jitter"), or the server's ``Retry-After`` (seconds or an
     HTTP date) when it sends one, capped at ``max_retry_after``. The wait holds
-    no download slot: the request goes back through the scheduler afterwards.
+    no download slot: the request goes back through the frontier afterwards.
     Statuses not in ``statuses`` (404, 410, ...) fail at once, and so do TLS failures (a
     certificate that does not verify, a protocol mismatch: ``TLSError``, not a ``ConnectError``).
 

@@ -99,7 +99,7 @@ class Robots:
                 await self._space(url, float(delay))
 
     async def _space(self, url: str, delay: float) -> None:
-        """Crawl-delay for the requests the scheduler let through before the delay was known
+        """Crawl-delay for the requests the frontier let through before the delay was known
         (the first burst to a new host); later ones arrive already spaced and pass at once."""
         host = url_host(url)
         now = asyncio.get_running_loop().time()

@@ -152,8 +152,8 @@ def read_bytes(path: str | Path) -> bytes:
 @pytest.fixture(scope="module")
 def chromium() -> None:
     """No Chromium is a failure, never a skip: ``make test`` installs it (``usefixtures("chromium")``)."""
-    from eclaw.downloaders.browser import find_chromium
     from eclaw.exceptions import ConfigError
+    from eclaw.fetchers.browser import find_chromium
 
     try:
         find_chromium("")
@@ -166,8 +166,8 @@ async def headless_chromium() -> AsyncIterator[Any]:
     """A headless Chromium (the system's, driven by Playwright) for tests that look at a page."""
     from playwright.async_api import async_playwright
 
-    from eclaw.downloaders.browser import find_chromium
-    from eclaw.downloaders.browser.fetcher import CHROMIUM_FLAGS
+    from eclaw.fetchers.browser import find_chromium
+    from eclaw.fetchers.browser.fetcher import CHROMIUM_FLAGS
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(

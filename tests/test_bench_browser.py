@@ -15,7 +15,7 @@ from bench.browser_site import app, expected_items
 from bench.run import check_items
 from bench.site import app_process
 from eclaw import ConfigError, Request, Settings, Spider
-from eclaw.downloaders.browser import BrowserFetcher, actions, find_chromium
+from eclaw.fetchers.browser import BrowserFetcher, actions, find_chromium
 from eclaw.testing import serve
 
 PAGES = 20  # one list page and 19 products

@@ -15,9 +15,9 @@ import pytest
 import pytest_asyncio
 
 from eclaw import Engine, Request, Response, Settings, Spider
-from eclaw.downloaders.browser import BrowserFetcher, actions
 from eclaw.events import ItemStored
 from eclaw.exceptions import ConnectError
+from eclaw.fetchers.browser import BrowserFetcher, actions
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file
 from tests.jssite import GigSite, gig_ids

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from eclaw import ConfigError, Request, Settings, Spider
-from eclaw.downloaders.browser import BrowserFetcher, Plan, actions
+from eclaw.fetchers.browser import BrowserFetcher, Plan, actions
 from eclaw.frontier.serial import dumps, loads
 
 

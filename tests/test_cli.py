@@ -356,7 +356,7 @@ async def test_cli_crawl_tunes_gc_while_it_runs_and_restores_it(demo_url: str) -
 def test_the_command_line_starts_without_what_only_some_crawls_use() -> None:
     """Every worker and command starts by importing the CLI: the browser fetcher, aiohttp-socks and
     the demo's web server are imported when first used, not there (about 0.05 s of CPU each start)."""
-    names = ["eclaw.downloaders.browser", "aiohttp_socks", "aiohttp.web", "eclaw.demo.site"]
+    names = ["eclaw.fetchers.browser", "aiohttp_socks", "aiohttp.web", "eclaw.demo.site"]
     code = f"import sys, eclaw.cli.main; print([name for name in {names!r} if name in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

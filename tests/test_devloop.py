@@ -214,15 +214,15 @@ class Book(Spider):
 
 
 async def test_replay_api_diffs_by_item_key_added_removed_changed(tmp_path: Path) -> None:
-    from eclaw.testing import MockDownloader
+    from eclaw.testing import MockFetcher
 
     pages = {
         "https://library.test/": '<a href="/b/1">Candide</a><a href="/b/2">Zadig</a>',
         "https://library.test/more": '<a href="/b/3">Micromégas</a><a href="/b/1">Candide</a>',
     }
     recorder = Recorder(tmp_path / "rec")
-    mock = MockDownloader(pages)
-    engine = Engine(Settings(store="", snapshots=""), middlewares=recorder.middlewares(), downloader=lambda: mock)
+    mock = MockFetcher(pages)
+    engine = Engine(Settings(store="", snapshots=""), middlewares=recorder.middlewares(), fetcher=lambda: mock)
     recorder.attach(engine)
     async with engine:
         stats = await engine.crawl(Book)

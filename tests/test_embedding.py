@@ -15,8 +15,8 @@ import eclaw
 from eclaw import Engine, Response, Settings, Spider
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import make_app
-from eclaw.downloaders.plain import HttpDownloader
 from eclaw.events import ItemStored
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, until
 from tests.sites import SlowSite
@@ -62,14 +62,14 @@ class ItemsFromSlowPages(Spider):
 
 async def test_cancelling_the_caller_closes_session_and_files(tmp_path: Path) -> None:
     site = SlowSite(delay=0.3)
-    downloaders: list[HttpDownloader] = []
+    fetchers: list[PlainFetcher] = []
 
-    def make_downloader() -> HttpDownloader:
-        downloaders.append(HttpDownloader())
-        return downloaders[-1]
+    def make_fetcher() -> PlainFetcher:
+        fetchers.append(PlainFetcher())
+        return fetchers[-1]
 
     out = tmp_path / "items.jsonl"
-    engine = Engine(Settings(concurrency=4), outputs=[out], downloader=make_downloader)
+    engine = Engine(Settings(concurrency=4), outputs=[out], fetcher=make_fetcher)
     stored = asyncio.Event()
 
     @engine.on(ItemStored)
@@ -85,7 +85,7 @@ async def test_cancelling_the_caller_closes_session_and_files(tmp_path: Path) ->
             assert done, "crawl did not stop after cancellation"
             assert task.cancelled()
         await until(lambda: site.active == 0)  # in-flight handlers on the server side finish
-    assert downloaders[0]._session is None  # session closed
+    assert fetchers[0]._session is None  # session closed
     lines = out.read_text().splitlines()
     assert lines and all(json.loads(line)["url"] for line in lines)  # complete lines, file flushed
     assert site.hits < 41

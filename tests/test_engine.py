@@ -163,7 +163,7 @@ async def test_component_failure_becomes_request_failed() -> None:
 
         async def fetch(self, request: Request) -> Response:
             if request.url.endswith("/bad"):
-                raise KeyError("downloader bug")
+                raise KeyError("fetcher bug")
             return Response(request.url, body=b'<a href="/bad">x</a><a href="/ok">y</a>', request=request)
 
         async def close(self) -> None:
@@ -175,7 +175,7 @@ async def test_component_failure_becomes_request_failed() -> None:
         def parse(self, response: Response) -> Any:
             yield from response.follow_all(css="a")
 
-    _, stats = await collect(Simple, engine=Engine(downloader=Exploding), start_urls=["http://site.test/"])
+    _, stats = await collect(Simple, engine=Engine(fetcher=Exploding), start_urls=["http://site.test/"])
     assert stats.failed_by_reason == {"error: KeyError": 1}
     assert stats.requests_parsed == 2
     assert_accounted(stats)
@@ -333,11 +333,11 @@ async def test_bad_start_requests_is_a_clear_error() -> None:
         await collect(Bad)
 
 
-async def test_broken_scheduler_stops_the_crawl_cleanly(demo_url: str) -> None:
+async def test_broken_frontier_stops_the_crawl_cleanly(demo_url: str) -> None:
     from eclaw.demo.shop import ShopSpider
-    from eclaw.frontier.scheduler import DefaultScheduler
+    from eclaw.frontier.default import DefaultFrontier
 
-    class Flaky(DefaultScheduler):
+    class Flaky(DefaultFrontier):
         calls = 0
 
         async def next_request(self) -> Request | None:
@@ -346,7 +346,7 @@ async def test_broken_scheduler_stops_the_crawl_cleanly(demo_url: str) -> None:
                 raise ConnectionError("frontier store went away")
             return await super().next_request()
 
-    _, stats = await collect(ShopSpider, engine=Engine(scheduler=Flaky), base_url=demo_url)
-    assert stats.finish_reason == "scheduler error"
+    _, stats = await collect(ShopSpider, engine=Engine(frontier=Flaky), base_url=demo_url)
+    assert stats.finish_reason == "frontier error"
     assert stats.requests_pending > 0
     assert_accounted(stats)

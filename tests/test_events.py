@@ -52,7 +52,7 @@ class Fake:
 
 
 async def test_base_class_subscription_sees_subclasses_in_order() -> None:
-    engine = Engine(downloader=Fake)
+    engine = Engine(fetcher=Fake)
     seen: list[str] = []
 
     async def everything(event: Event) -> None:
@@ -78,7 +78,7 @@ async def test_base_class_subscription_sees_subclasses_in_order() -> None:
 
 
 async def test_priority_orders_handlers() -> None:
-    engine = Engine(downloader=Fake)
+    engine = Engine(fetcher=Fake)
     order: list[str] = []
 
     @engine.on(ItemParsed, priority=10)
@@ -98,7 +98,7 @@ async def test_priority_orders_handlers() -> None:
 
 
 async def test_subscriptions_freeze_when_engine_starts() -> None:
-    engine = Engine(downloader=Fake)
+    engine = Engine(fetcher=Fake)
 
     async def handler(event: Event) -> None:
         pass
@@ -111,7 +111,7 @@ async def test_subscriptions_freeze_when_engine_starts() -> None:
 
 
 async def test_plain_handlers_are_called_too_and_non_events_refused() -> None:
-    engine = Engine(downloader=Fake)
+    engine = Engine(fetcher=Fake)
     seen: list[str] = []
     engine.subscribe(ItemStored, lambda event: seen.append(type(event).__name__))  # a plain function: called
     with pytest.raises(TypeError, match="not callable"):
@@ -127,7 +127,7 @@ async def test_plain_handlers_are_called_too_and_non_events_refused() -> None:
 
 
 async def test_unsubscribed_handler_is_not_called() -> None:
-    engine = Engine(downloader=Fake)
+    engine = Engine(fetcher=Fake)
     calls: list[Event] = []
 
     async def handler(event: Event) -> None:
@@ -146,7 +146,7 @@ async def test_idle_handler_can_add_requests() -> None:
         def parse(self, response: Response) -> Any:
             yield {"url": response.url}
 
-    engine = Engine(downloader=Fake)
+    engine = Engine(fetcher=Fake)
     extra = iter(["http://feed.test/1", "http://feed.test/2"])
     crawl_ref: dict[str, Any] = {}
 
@@ -165,7 +165,7 @@ async def test_idle_handler_can_add_requests() -> None:
 
 
 async def test_response_parsed_carries_counts() -> None:
-    engine = Engine(downloader=Fake)
+    engine = Engine(fetcher=Fake)
     parsed: list[ResponseParsed] = []
 
     @engine.on(ResponseParsed)

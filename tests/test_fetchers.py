@@ -1,4 +1,4 @@
-"""The default downloader routes each request to the fetcher it asks for."""
+"""The default fetcher routes each request to the fetcher it asks for."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
-from eclaw.downloaders.router import Fetchers
-from eclaw.testing import MockDownloader, collect
+from eclaw.fetchers.router import Fetchers
+from eclaw.testing import MockFetcher, collect
 
 
 class Two(Spider):
@@ -24,9 +24,9 @@ class Two(Spider):
 
 
 async def test_each_request_goes_to_the_fetcher_it_names() -> None:
-    plain, other = MockDownloader(lambda r: "plain"), MockDownloader(lambda r: "other")
+    plain, other = MockFetcher(lambda r: "plain"), MockFetcher(lambda r: "other")
     fetchers = {"plain": lambda: plain, "other": lambda: other}
-    engine = Engine(Settings(store=""), downloader=lambda: Fetchers(fetchers))
+    engine = Engine(Settings(store=""), fetcher=lambda: Fetchers(fetchers))
     items, stats = await collect(Two, engine=engine)
     assert sorted((i["url"].rsplit("/", 1)[1], i["by"]) for i in items) == [("other", "other"), ("plain", "plain")]
     assert stats.failed_by_reason == {"error: ConfigError": 1}  # render=True, and no browser fetcher here
@@ -38,6 +38,6 @@ async def test_a_spider_naming_an_unknown_fetcher_is_a_clear_error() -> None:
         name = "odd"
         fetcher = "telepathy"
 
-    engine = Engine(Settings(store=""), downloader=lambda: Fetchers({"plain": MockDownloader({})}))
+    engine = Engine(Settings(store=""), fetcher=lambda: Fetchers({"plain": MockFetcher({})}))
     with pytest.raises(ConfigError, match="no fetcher 'telepathy'"):
         await collect(Odd, engine=engine)

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import BodyPartReader, web
 
 from eclaw import Request, Response, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.http.forms import Upload
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
@@ -138,18 +138,18 @@ def forms_site() -> web.Application:
 async def site() -> AsyncIterator[tuple[str, Any]]:
     """The site's base URL and a ``send(request) -> echo dict`` that fetches a request for real."""
     async with serve(forms_site()) as base:
-        downloader = HttpDownloader()
-        await downloader.open(Spider_(), Settings())
+        fetcher = PlainFetcher()
+        await fetcher.open(Spider_(), Settings())
 
         async def page(path: str) -> Response:
-            return await downloader.fetch(Request(base + path))
+            return await fetcher.fetch(Request(base + path))
 
         async def send(request: Request) -> dict[str, Any]:
-            return (await downloader.fetch(request)).json()  # type: ignore[no-any-return]
+            return (await fetcher.fetch(request)).json()  # type: ignore[no-any-return]
 
         send.page = page  # type: ignore[attr-defined]
         yield base, send
-        await downloader.close()
+        await fetcher.close()
 
 
 class Spider_(Spider):

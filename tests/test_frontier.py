@@ -12,7 +12,7 @@ from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.demo.shop import ShopSpider
 from eclaw.demo.site import expected_products
 from eclaw.exceptions import NotSerialisable
-from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.frontier.default import DefaultFrontier
 from eclaw.frontier.serial import dumps, from_line, loads, to_line
 from eclaw.testing import collect
 from tests.conftest import assert_accounted
@@ -98,31 +98,31 @@ def test_links_between_processes_are_lines_plain_ones_without_json() -> None:
         from_line(to_line(link, spider)[:-1], Renamed())
 
 
-async def drain(scheduler: DefaultScheduler) -> list[Request]:
+async def drain(frontier: DefaultFrontier) -> list[Request]:
     out = []
-    while scheduler.pending():
-        request = await scheduler.next_request()
+    while frontier.pending():
+        request = await frontier.next_request()
         assert request is not None
         out.append(request)
-        await scheduler.release(request)
+        await frontier.release(request)
     return out
 
 
 async def test_spilled_requests_come_back_in_order() -> None:
     spider = Site()
-    scheduler = DefaultScheduler()
-    await scheduler.open(spider, Settings(frontier_memory=10, concurrency=1), lambda: None)
+    frontier = DefaultFrontier()
+    await frontier.open(spider, Settings(frontier_memory=10, concurrency=1), lambda: None)
     try:
         batch = [Request(f"http://shop.test/{n}", spider.parse_item, depth=n % 3) for n in range(100)]
         for n, request in enumerate(batch):
             request._id, request.referer = 1000 + n, f"http://shop.test/list?p={n}"  # as with --state
         urgent = Request("http://shop.test/urgent", priority=5)
         odd = Request("http://shop.test/lambda", lambda r: None)  # cannot be stored: stays in memory
-        assert await scheduler.enqueue([*batch, urgent, odd]) == [None] * 102
-        assert scheduler.pending() == 102 and scheduler._in_memory == 12 and len(scheduler._spill) == 90
-        out = await drain(scheduler)
+        assert await frontier.enqueue([*batch, urgent, odd]) == [None] * 102
+        assert frontier.pending() == 102 and frontier._in_memory == 12 and len(frontier._spill) == 90
+        out = await drain(frontier)
     finally:
-        await scheduler.close()
+        await frontier.close()
     urls = [r.url for r in out]
     assert urls[0] == "http://shop.test/urgent"
     assert [u for u in urls if u.rsplit("/", 1)[1].isdigit()] == [r.url for r in batch]  # first in, first out
@@ -130,7 +130,7 @@ async def test_spilled_requests_come_back_in_order() -> None:
     for request, again in zip(batch, back, strict=True):  # what a request carries comes back from the disk
         assert (again._id, again.depth, again.referer) == (request._id, request.depth, request.referer)
         assert again.callback == spider.parse_item
-    assert len(urls) == 102 and scheduler._spill.spilled == 90
+    assert len(urls) == 102 and frontier._spill.spilled == 90
 
 
 async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,8 +139,8 @@ async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: py
     # higher priority first, then first in, first out.
     monkeypatch.setattr("eclaw.frontier.spill.SpillQueue.BATCH", 4)
     rng = random.Random(7)
-    scheduler = DefaultScheduler()
-    await scheduler.open(Site(), Settings(frontier_memory=8, concurrency=1), lambda: None)
+    frontier = DefaultFrontier()
+    await frontier.open(Site(), Settings(frontier_memory=8, concurrency=1), lambda: None)
     waiting: dict[str, tuple[int, int]] = {}  # url -> (-priority, arrival)
     handed: list[str] = []
     try:
@@ -150,21 +150,21 @@ async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: py
                     Request(f"http://h{rng.randrange(40)}.test/{step}-{n}", priority=-rng.randrange(3))
                     for n in range(rng.randrange(1, 6))
                 ]
-                assert await scheduler.enqueue(batch) == [None] * len(batch)
+                assert await frontier.enqueue(batch) == [None] * len(batch)
                 waiting.update({r.url: (-r.priority, len(waiting) + len(handed) + i) for i, r in enumerate(batch)})
             elif waiting:
-                request = await scheduler.next_request()
+                request = await frontier.next_request()
                 assert request is not None
                 assert request.url == min(waiting, key=waiting.__getitem__)
                 handed.append(request.url)
                 del waiting[request.url]
-                await scheduler.release(request)
-        assert scheduler._spill.spilled > 100 and scheduler.pending() == len(waiting)
-        for request in await drain(scheduler):
+                await frontier.release(request)
+        assert frontier._spill.spilled > 100 and frontier.pending() == len(waiting)
+        for request in await drain(frontier):
             assert request.url == min(waiting, key=waiting.__getitem__)
             del waiting[request.url]
     finally:
-        await scheduler.close()
+        await frontier.close()
     assert not waiting
 
 
@@ -190,21 +190,21 @@ async def test_stopped_crawl_counts_spilled_requests_as_pending(demo_url: str) -
 
 async def test_a_host_stuck_behind_its_delay_does_not_starve_spilled_hosts() -> None:
     spider = Site()
-    scheduler = DefaultScheduler()
-    await scheduler.open(spider, Settings(frontier_memory=10, concurrency=4), lambda: None)
-    scheduler.set_delay("slow.test", 3600)
+    frontier = DefaultFrontier()
+    await frontier.open(spider, Settings(frontier_memory=10, concurrency=4), lambda: None)
+    frontier.set_delay("slow.test", 3600)
     try:
-        await scheduler.enqueue([Request(f"http://slow.test/{n}") for n in range(30)])
-        await scheduler.enqueue([Request(f"http://fast.test/{n}") for n in range(30)])
-        assert len(scheduler._spill) == 50  # the window is full of slow.test's requests
+        await frontier.enqueue([Request(f"http://slow.test/{n}") for n in range(30)])
+        await frontier.enqueue([Request(f"http://fast.test/{n}") for n in range(30)])
+        assert len(frontier._spill) == 50  # the window is full of slow.test's requests
         got = []
         for _ in range(31):
-            request = await scheduler.next_request()
+            request = await frontier.next_request()
             assert request is not None
             got.append(request.url)
-            await scheduler.release(request)
+            await frontier.release(request)
         assert got[0] == "http://slow.test/0"  # then slow.test waits an hour...
         assert got[1:] == [f"http://fast.test/{n}" for n in range(30)]  # ...and fast.test comes back from disk
-        assert await scheduler.next_request() is None and scheduler.pending() == 29
+        assert await frontier.next_request() is None and frontier.pending() == 29
     finally:
-        await scheduler.close()
+        await frontier.close()

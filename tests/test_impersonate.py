@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 
 from eclaw import ConfigError, Engine, IgnoreRequest, Request, Response, Settings, Spider
-from eclaw.downloaders.impersonate import ImpersonateDownloader
-from eclaw.downloaders.router import Fetchers, host_fetchers
 from eclaw.events import RequestFailed
 from eclaw.exceptions import (
     ConnectError,
@@ -36,6 +34,8 @@ from eclaw.exceptions import (
     TooManyRedirects,
     UnsupportedRedirect,
 )
+from eclaw.fetchers.impersonate import ImpersonateFetcher
+from eclaw.fetchers.router import Fetchers, host_fetchers
 from eclaw.http.urls import url_host
 from eclaw.media import FilesPipeline
 from eclaw.middlewares import BROWSERS
@@ -156,7 +156,7 @@ async def test_a_host_moved_to_the_impersonate_fetcher_while_the_crawl_runs(site
                 yield {"status": response.status, "http_version": response.meta.get("http_version")}
 
     start = len(site.log())
-    engine = Engine(Settings(verify_tls=False, store=""), downloader=lambda: router)
+    engine = Engine(Settings(verify_tls=False, store=""), fetcher=lambda: router)
     items, stats = await collect(Escalating, engine=engine, start_urls=[site.h2_only + "/welcome.html"])
     assert items == [{"status": 200, "http_version": "HTTP/2"}]
     assert [(line["protocol"], line["status"]) for line in served(site, start, 2)] == [
@@ -169,21 +169,21 @@ async def test_a_host_moved_to_the_impersonate_fetcher_while_the_crawl_runs(site
 @pytest.fixture
 async def fetch(site: Nginx) -> AsyncIterator[Any]:
     """Fetch a path of the site with an impersonate fetcher opened with the given settings."""
-    opened: list[ImpersonateDownloader] = []
+    opened: list[ImpersonateFetcher] = []
 
     async def get(
         path: str, spider: Spider | None = None, headers: dict[str, str] | None = None, proxy: str = "", **settings: Any
     ) -> Response:
-        downloader = ImpersonateDownloader()
+        fetcher = ImpersonateFetcher()
         values = {"verify_tls": False, "max_redirects": 5, "max_response_size": MB, **settings}
-        await downloader.open(spider or Glossary(), Settings(**values))
-        opened.append(downloader)
+        await fetcher.open(spider or Glossary(), Settings(**values))
+        opened.append(fetcher)
         url = path if "://" in path else site.base + path
-        return await downloader.fetch(Request(url, headers=headers, meta={"proxy": proxy} if proxy else None))
+        return await fetcher.fetch(Request(url, headers=headers, meta={"proxy": proxy} if proxy else None))
 
     yield get
-    for downloader in opened:
-        await downloader.close()
+    for fetcher in opened:
+        await fetcher.close()
 
 
 async def test_redirects_are_followed_by_eclaw_hop_by_hop(fetch: Any) -> None:
@@ -231,36 +231,36 @@ class Chunks:
 
 
 async def test_a_request_streams_its_body_to_a_sink_under_its_own_bound(site: Nginx) -> None:
-    downloader = ImpersonateDownloader()
-    await downloader.open(Glossary(), Settings(verify_tls=False, max_response_size=MB))
+    fetcher = ImpersonateFetcher()
+    await fetcher.open(Glossary(), Settings(verify_tls=False, max_response_size=MB))
     try:
         sink = Chunks()
         meta = {"stream_to": sink, "max_response_size": 3 * MB}  # over the setting's bound: the request's own
-        response = await downloader.fetch(Request(site.base + "/archive.bin", meta=meta))
+        response = await fetcher.fetch(Request(site.base + "/archive.bin", meta=meta))
         assert response.status == 200 and response.body == b"" and sink.begun == 1
         assert b"".join(sink.chunks) == (site.workdir / "site" / "archive.bin").read_bytes() and len(sink.chunks) > 8
         with pytest.raises(ResponseTooLarge, match=f"body over max_response_size {MB}"):  # a bomb, streamed
-            await downloader.fetch(Request(site.base + "/bomb.html", meta={"stream_to": Chunks()}))
+            await fetcher.fetch(Request(site.base + "/bomb.html", meta={"stream_to": Chunks()}))
         missing = Chunks()
-        response = await downloader.fetch(Request(site.base + "/nowhere", meta={"stream_to": missing}))
+        response = await fetcher.fetch(Request(site.base + "/nowhere", meta={"stream_to": missing}))
         assert response.status == 404 and response.body and missing.begun == 0  # not 2xx: read as a page
         started = time.monotonic()
         with pytest.raises(DownloadTimeout, match="timeout fetching"):  # 40 KB at 1 KB/s: the whole is timed
-            await downloader.fetch(Request(site.base + "/slow.html", meta={"stream_to": Chunks(),
+            await fetcher.fetch(Request(site.base + "/slow.html", meta={"stream_to": Chunks(),
                                                                              "download_timeout": 0.5}))  # fmt: skip
         assert time.monotonic() - started < 10  # not the 40 s of the whole page (slack for a loaded machine)
         start = len(site.log())  # the cookie a streamed response sets goes with the pages: one jar a crawl
-        await downloader.fetch(Request(site.base + "/welcome.html", meta={"stream_to": Chunks()}))
-        await downloader.fetch(Request(site.base + "/terms/cafe.html"))
+        await fetcher.fetch(Request(site.base + "/welcome.html", meta={"stream_to": Chunks()}))
+        await fetcher.fetch(Request(site.base + "/terms/cafe.html"))
         assert [line["cookie"] for line in served(site, start, 2)] == ["", "fr"]
     finally:
-        await downloader.close()
+        await fetcher.close()
 
 
 RSS_CHILD = """
 import asyncio, hashlib, json, sys
 from eclaw import Request, Settings, Spider
-from eclaw.downloaders.impersonate import ImpersonateDownloader
+from eclaw.fetchers.impersonate import ImpersonateFetcher
 
 class Digest:
     async def begin(self):
@@ -274,13 +274,13 @@ def peak_kb():
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 async def main(base):
-    downloader = ImpersonateDownloader()
-    await downloader.open(Spider(name="rss"), Settings(max_response_size=1024 * 1024))
+    fetcher = ImpersonateFetcher()
+    await fetcher.open(Spider(name="rss"), Settings(max_response_size=1024 * 1024))
     small = Digest()
-    await downloader.fetch(Request(base + "/small", meta={"stream_to": small}))
+    await fetcher.fetch(Request(base + "/small", meta={"stream_to": small}))
     before, big = peak_kb(), Digest()
-    await downloader.fetch(Request(base + "/big", meta={"stream_to": big, "max_response_size": 2**30}))
-    await downloader.close()
+    await fetcher.fetch(Request(base + "/big", meta={"stream_to": big, "max_response_size": 2**30}))
+    await fetcher.close()
     print(json.dumps({"before": before, "after": peak_kb(), "size": big.size, "sha": big.sha.hexdigest()}))
 
 asyncio.run(main(sys.argv[1]))
@@ -425,7 +425,7 @@ async def test_proxies_with_credentials_tunnel_https_and_http2_goes_through(fetc
 
 async def test_a_missing_extra_or_a_bad_option_is_a_one_line_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="did you mean 'chrome146'"):
-        await ImpersonateDownloader().open(Glossary(), Settings(impersonate="chrome-146"))
+        await ImpersonateFetcher().open(Glossary(), Settings(impersonate="chrome-146"))
     monkeypatch.setitem(sys.modules, "curl_cffi", None)  # as if the extra were not installed
     with pytest.raises(ConfigError) as failed:
         await collect(Glossary, settings=Settings(store="", fetchers="glossary.test=impersonate"))
@@ -433,7 +433,7 @@ async def test_a_missing_extra_or_a_bad_option_is_a_one_line_config_error(monkey
 
 
 def test_eclaw_imports_without_curl_cffi() -> None:
-    code = "import sys; sys.modules['curl_cffi'] = None; import eclaw, eclaw.downloaders.router; print('ok')"
+    code = "import sys; sys.modules['curl_cffi'] = None; import eclaw, eclaw.fetchers.router; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.stdout == "ok\n", done.stderr
 

@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
-from eclaw.downloaders.browser import find_chromium
-from eclaw.downloaders.rungs import Rungs
+from eclaw.fetchers.browser import find_chromium
+from eclaw.fetchers.rungs import Rungs
 from eclaw.middlewares import Ladder
 from eclaw.observe.report import read_trace, render_report
 from eclaw.testing import collect, serve
@@ -233,7 +233,7 @@ async def test_a_host_one_worker_moved_is_fetched_higher_by_the_next_worker(tmp_
     site = Town()
     async with town(site) as sites:
         with redis_server(tmp_path) as redis:
-            shared = {"ladder": "plain,impersonate", "scheduler_url": redis.url, "concurrency": 1, "store": ""}
+            shared = {"ladder": "plain,impersonate", "frontier_url": redis.url, "concurrency": 1, "store": ""}
             first = Engine(Settings(**shared, max_pages=3))  # type: ignore[arg-type]
             _, one = await collect(TownSpider, engine=first, sites=sites, only="library")
             _, two = await collect(TownSpider, engine=Engine(Settings(**shared)), sites=sites, only="library")  # type: ignore[arg-type]

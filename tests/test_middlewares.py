@@ -103,7 +103,7 @@ async def test_throttle_spaces_downloads_and_backs_off_on_429() -> None:
         items, stats = await collect(Many, engine=engine, base=base)
     assert len(items) == 6
     starts = sorted(t for times in site.hits.values() for t in times)
-    assert_spaced(starts, 0.1)  # the throttle's delay reached the scheduler
+    assert_spaced(starts, 0.1)  # the throttle's delay reached the frontier
     assert starts[1] - starts[0] >= 0.19  # the start delay before any latency was seen
     assert throttle.delays["127.0.0.1"] >= 0.2  # two 429s doubled it from the 0.1 floor
     assert_accounted(stats)

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from eclaw import Request, Response, Settings, Spider
-from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.frontier.default import DefaultFrontier
 from eclaw.testing import collect, serve
 from tests.conftest import assert_spaced, until
 
@@ -125,50 +125,50 @@ async def test_a_host_whose_requests_went_to_disk_is_served_while_others_wait_ou
     """300 hosts fill the in-memory window with two pages each, their third pages go to disk, and so
     does the only page of one more host. Once every host has had its first page, all of them wait out
     their delay: the last host is ready, and must be served then, not after the others' second pages."""
-    scheduler = DefaultScheduler()
+    frontier = DefaultFrontier()
     settings = Settings(frontier_memory=600, download_delay=0.3, concurrency_per_domain=1)
-    await scheduler.open(Site(), settings, lambda: None)
+    await frontier.open(Site(), settings, lambda: None)
     try:
         hosts = [f"h{i}.example" for i in range(300)]
         for page in ("first", "second", "third"):
-            await scheduler.enqueue([Request(f"http://{h}/{page}") for h in hosts])
-        await scheduler.enqueue([Request("http://late.example/only")])
+            await frontier.enqueue([Request(f"http://{h}/{page}") for h in hosts])
+        await frontier.enqueue([Request("http://late.example/only")])
         order: list[str] = []
         deadline = time.monotonic() + 30  # generous: it only bounds a failure
         while "http://late.example/only" not in order and time.monotonic() < deadline:
-            request = await scheduler.next_request()
+            request = await frontier.next_request()
             if request is None:
                 await asyncio.sleep(0.005)
                 continue
             order.append(request.url)
-            await scheduler.release(request)
+            await frontier.release(request)
         assert "http://late.example/only" in order
         seconds = [url for url in order if not url.endswith("/first")]
         assert seconds == ["http://late.example/only"], f"{len(seconds) - 1} later pages went before the ready host"
-        assert scheduler.pending() == 600
+        assert frontier.pending() == 600
     finally:
-        await scheduler.close()
+        await frontier.close()
 
 
 async def test_a_host_that_came_late_is_not_starved_by_hosts_with_long_queues() -> None:
     """Four hosts with 30 pages each are back from their delay faster than the crawl can take them (as in
     a broad crawl short of CPU); a fifth host's only page arrives later. It must be served about as soon
     as the hosts ready before it, not after the old queues run dry."""
-    scheduler = DefaultScheduler()
-    await scheduler.open(Site(), Settings(download_delay=0.05, concurrency_per_domain=1), lambda: None)
+    frontier = DefaultFrontier()
+    await frontier.open(Site(), Settings(download_delay=0.05, concurrency_per_domain=1), lambda: None)
     try:
-        await scheduler.enqueue([Request(f"http://big{i}.example/{n}") for n in range(30) for i in range(4)])
+        await frontier.enqueue([Request(f"http://big{i}.example/{n}") for n in range(30) for i in range(4)])
         order: list[str] = []
         deadline = time.monotonic() + 30  # generous: it only bounds a failure
         while "http://late.example/only" not in order and time.monotonic() < deadline:
             await asyncio.sleep(0.02)  # the crawl takes one page per tick: 50 a second, the hosts offer 80
             if len(order) == 10:
-                await scheduler.enqueue([Request("http://late.example/only")])
-            request = await scheduler.next_request()
+                await frontier.enqueue([Request("http://late.example/only")])
+            request = await frontier.next_request()
             if request is not None:
                 order.append(request.url)
-                await scheduler.release(request)
+                await frontier.release(request)
         assert "http://late.example/only" in order
         assert order.index("http://late.example/only") <= 10 + 4, order  # behind the four ready before it at most
     finally:
-        await scheduler.close()
+        await frontier.close()

@@ -285,7 +285,7 @@ async def test_a_failing_errback_is_logged_counted_and_the_crawl_goes_on() -> No
     assert_accounted(stats)
 
 
-# -- nothing off-site reaches the downloader ----------------------------------------------------------
+# -- nothing off-site reaches the fetcher ----------------------------------------------------------
 
 
 class Borders(Spider):

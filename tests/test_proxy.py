@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ConnectionLost
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.middlewares import Proxy, Retry, UserAgent, defaults
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_jsonl, record_file
@@ -273,23 +273,23 @@ class Local(Spider):
 
 async def test_a_connection_closed_under_a_request_is_resent_once_and_only_if_safe() -> None:
     site = Closing()
-    downloader = HttpDownloader()
-    await downloader.open(Local(), Settings())
+    fetcher = PlainFetcher()
+    await fetcher.open(Local(), Settings())
     try:
         async with serve(site.app()) as base:
-            response = await downloader.fetch(Request(base + "/moved"))  # no proxy: the site closes too
+            response = await fetcher.fetch(Request(base + "/moved"))  # no proxy: the site closes too
             assert response.status == 200 and response.url == base + "/there"
-            assert site.served == ["/moved", "/there"] and downloader.resent == 1  # /there met a closed one
-            await asyncio.gather(*(downloader.fetch(Request(f"{base}/pair/{n}")) for n in range(3)))
+            assert site.served == ["/moved", "/there"] and fetcher.resent == 1  # /there met a closed one
+            await asyncio.gather(*(fetcher.fetch(Request(f"{base}/pair/{n}")) for n in range(3)))
             # three kept-alive connections in the pool, each to be closed on reading its next request
             with pytest.raises(ConnectionLost):  # a POST is never sent again (its bytes may have been read)
-                await downloader.fetch(Request(base + "/lost/post", method="POST", body=b"x"))
+                await fetcher.fetch(Request(base + "/lost/post", method="POST", body=b"x"))
             with pytest.raises(ConnectionLost):  # a GET goes once more, and only once (both reused)
-                await downloader.fetch(Request(base + "/lost/get"))
+                await fetcher.fetch(Request(base + "/lost/get"))
             assert site.served.count("/lost/post") == 1 and site.served.count("/lost/get") == 2
-            assert downloader.resent == 2
+            assert fetcher.resent == 2
             with pytest.raises(ConnectionLost):  # a fresh connection closed: the Retry middleware's, not ours
-                await downloader.fetch(Request(base + "/lost/fresh"))
-            assert site.served.count("/lost/fresh") == 1 and downloader.resent == 2
+                await fetcher.fetch(Request(base + "/lost/fresh"))
+            assert site.served.count("/lost/fresh") == 1 and fetcher.resent == 2
     finally:
-        await downloader.close()
+        await fetcher.close()

@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from eclaw import Engine, IgnoreRequest, Request, Response, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import RedirectLoop
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
 
@@ -98,25 +98,25 @@ async def test_with_the_redis_frontier(tmp_path: Path) -> None:
     app, _ = museum()
     with redis_server(tmp_path) as server:
         async with serve(app) as base:
-            settings = Settings(store="", concurrency=1, scheduler_url=server.url)
+            settings = Settings(store="", concurrency=1, frontier_url=server.url)
             items, stats = await collect(Visitor, settings=settings, start_urls=[base + "/"])
     check(base, items, stats)
 
 
-async def test_the_scheduler_capability_directly() -> None:
-    from eclaw.frontier.scheduler import DefaultScheduler
+async def test_the_frontier_capability_directly() -> None:
+    from eclaw.frontier.default import DefaultFrontier
 
-    scheduler = DefaultScheduler()
-    await scheduler.open(Visitor(), Settings(), lambda: None)
-    assert await scheduler.add_seen([Request("https://m.test/a"), Request("https://m.test/b")]) == [True, True]
-    assert await scheduler.enqueue([Request("https://m.test/a#x"), Request("https://m.test/c")]) == ["duplicate", None]
-    assert await scheduler.add_seen(
+    frontier = DefaultFrontier()
+    await frontier.open(Visitor(), Settings(), lambda: None)
+    assert await frontier.add_seen([Request("https://m.test/a"), Request("https://m.test/b")]) == [True, True]
+    assert await frontier.enqueue([Request("https://m.test/a#x"), Request("https://m.test/c")]) == ["duplicate", None]
+    assert await frontier.add_seen(
         [Request("https://m.test/c"), Request("https://m.test/a", meta={"cookiejar": 1})]
     ) == [
         False,
         True,  # the same URL in another cookie jar is another page
     ]
-    await scheduler.close()
+    await frontier.close()
 
 
 REFRESHES = {
@@ -153,12 +153,12 @@ class Local(Spider):
 
 
 async def fetch(base: str, path: str, settings: Settings | None = None, **kwargs: Any) -> Response:
-    downloader = HttpDownloader()
-    await downloader.open(Local(), settings or Settings())
+    fetcher = PlainFetcher()
+    await fetcher.open(Local(), settings or Settings())
     try:
-        return await downloader.fetch(Request(base + path, **kwargs))
+        return await fetcher.fetch(Request(base + path, **kwargs))
     finally:
-        await downloader.close()
+        await fetcher.close()
 
 
 async def test_a_meta_refresh_is_followed_as_a_redirect_hop(refresh_site: Any) -> None:

@@ -14,7 +14,7 @@ from eclaw.discovery.links import RULE_OPTIONS
 from eclaw.exceptions import NotTextResponse
 from eclaw.frontier.serial import dumps, loads
 from eclaw.http.response import RULE_KEYWORDS
-from eclaw.testing import MockDownloader, collect, serve
+from eclaw.testing import MockFetcher, collect, serve
 from tests.conftest import assert_accounted
 from tests.discoverysite import BINARY, SECTIONS, NewsSite, articles, listed
 
@@ -298,9 +298,9 @@ async def test_a_spider_with_bad_rules_fails_before_fetching(rules: Any, message
         name = "bad"
         start_urls = ["https://news.test/"]
 
-    mock = MockDownloader({})
+    mock = MockFetcher({})
     with pytest.raises(ConfigError, match=message):
-        await collect(Bad, engine=Engine(SETTINGS, downloader=lambda: mock), rules=rules)
+        await collect(Bad, engine=Engine(SETTINGS, fetcher=lambda: mock), rules=rules)
     assert mock.requests == []
 
 

@@ -14,13 +14,13 @@ import pytest
 from aiohttp import web
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
-from eclaw.downloaders.router import Fetchers
 from eclaw.events import ItemStored
+from eclaw.fetchers.plain import PlainFetcher
+from eclaw.fetchers.router import Fetchers
 from eclaw.middlewares import Sessions, defaults
 from eclaw.sessions.hops import referer_for
 from eclaw.sessions.jars import CookieJars
-from eclaw.testing import MockDownloader, collect, serve
+from eclaw.testing import MockFetcher, collect, serve
 from tests.conftest import assert_accounted
 from tests.sessionsite import ACCOUNTS, Catalogue, Notebook, echo_app
 
@@ -70,16 +70,16 @@ async def test_two_accounts_in_one_crawl_each_in_its_own_jar() -> None:
 
 async def test_cookies_of_a_request_are_sent_and_kept_in_its_jar() -> None:
     async with serve(echo_app()) as base:
-        downloader = HttpDownloader()
-        await downloader.open(Members(), Settings())
+        fetcher = PlainFetcher()
+        await fetcher.open(Members(), Settings())
         try:
-            await downloader.fetch(Request(base + "/set?theme=dark"))
-            first = (await downloader.fetch(Request(base + "/echo", cookies={"lang": "fr"}))).json()
-            later = (await downloader.fetch(Request(base + "/echo?again"))).json()
-            other = (await downloader.fetch(Request(base + "/echo?jar", meta={"cookiejar": 2}))).json()
-            given = (await downloader.fetch(Request(base + "/echo?own", headers={"Cookie": "debug=1"}))).json()
+            await fetcher.fetch(Request(base + "/set?theme=dark"))
+            first = (await fetcher.fetch(Request(base + "/echo", cookies={"lang": "fr"}))).json()
+            later = (await fetcher.fetch(Request(base + "/echo?again"))).json()
+            other = (await fetcher.fetch(Request(base + "/echo?jar", meta={"cookiejar": 2}))).json()
+            given = (await fetcher.fetch(Request(base + "/echo?own", headers={"Cookie": "debug=1"}))).json()
         finally:
-            await downloader.close()
+            await fetcher.close()
     assert first["cookies"] == {"theme": "dark", "lang": "fr"}
     assert later["cookies"] == {"theme": "dark", "lang": "fr"}  # kept in the default jar
     assert other["cookies"] == {}  # another jar: nothing of the default one
@@ -88,14 +88,14 @@ async def test_cookies_of_a_request_are_sent_and_kept_in_its_jar() -> None:
 
 async def test_with_cookies_off_nothing_is_kept_but_a_requests_own_cookies_are_sent() -> None:
     async with serve(echo_app()) as base:
-        downloader = HttpDownloader()
-        await downloader.open(Members(), Settings(cookies=False))
+        fetcher = PlainFetcher()
+        await fetcher.open(Members(), Settings(cookies=False))
         try:
-            await downloader.fetch(Request(base + "/set?theme=dark"))
-            own = (await downloader.fetch(Request(base + "/echo", cookies={"lang": "fr"}))).json()
-            later = (await downloader.fetch(Request(base + "/echo?again"))).json()
+            await fetcher.fetch(Request(base + "/set?theme=dark"))
+            own = (await fetcher.fetch(Request(base + "/echo", cookies={"lang": "fr"}))).json()
+            later = (await fetcher.fetch(Request(base + "/echo?again"))).json()
         finally:
-            await downloader.close()
+            await fetcher.close()
     assert own["cookies"] == {"lang": "fr"} and later["cookies"] == {}
 
 
@@ -254,7 +254,7 @@ async def test_the_session_pool_comes_back_with_a_resumed_crawl(tmp_path: Path) 
 
 
 async def test_a_request_banned_on_every_session_fails_after_max_rotations() -> None:
-    mock = MockDownloader(lambda request: (403, "banned") if "403" in request.url else "<p>Access denied</p>")
+    mock = MockFetcher(lambda request: (403, "banned") if "403" in request.url else "<p>Access denied</p>")
 
     class Hopeless(Spider):
         name = "hopeless"
@@ -264,7 +264,7 @@ async def test_a_request_banned_on_every_session_fails_after_max_rotations() -> 
         def parse(self, response: Response) -> Any:
             yield {"url": response.url}
 
-    items, stats = await collect(Hopeless, settings=QUIET, engine=Engine(QUIET, downloader=lambda: mock))
+    items, stats = await collect(Hopeless, settings=QUIET, engine=Engine(QUIET, fetcher=lambda: mock))
     assert items == []
     assert stats.failed_by_reason == {"http 403": 1, "banned": 1}
     tried = [r.meta["session"] for r in mock.requests if r.url.endswith("/403")]
@@ -280,7 +280,7 @@ async def test_the_sessions_setting_puts_the_pool_before_the_user_agent() -> Non
 
 
 async def test_a_sessions_cookies_reach_another_fetcher_in_the_cookie_header() -> None:
-    mock = MockDownloader({})
+    mock = MockFetcher({})
 
     class Handover(Spider):
         name = "handover"
@@ -293,9 +293,9 @@ async def test_a_sessions_cookies_reach_another_fetcher_in_the_cookie_header() -
         def done(self, response: Response) -> Any:
             return []
 
-    fetchers = Fetchers({"plain": HttpDownloader, "mock": lambda: mock})
+    fetchers = Fetchers({"plain": PlainFetcher, "mock": lambda: mock})
     async with serve(echo_app()) as base:
-        await collect(Handover, engine=Engine(QUIET, downloader=lambda: fetchers), start_urls=[base + "/set?sid=s-1"])
+        await collect(Handover, engine=Engine(QUIET, fetcher=lambda: fetchers), start_urls=[base + "/set?sid=s-1"])
     [handed] = mock.requests
     assert handed.headers["Cookie"] == "sid=s-1" and handed.meta["cookiejar"] == handed.meta["session"]
 

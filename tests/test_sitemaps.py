@@ -14,7 +14,7 @@ from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.discovery import MAX_SITEMAP_SIZE, glob
 from eclaw.discovery.sitemap_xml import gunzip, parse_date, read_sitemap
 from eclaw.exceptions import SitemapError
-from eclaw.testing import MockDownloader, collect, serve
+from eclaw.testing import MockFetcher, collect, serve
 from tests.conftest import assert_accounted
 from tests.discoverysite import SECTIONS, SM, NewsSite, articles, url_entry, urlset
 
@@ -135,7 +135,7 @@ class Reads(Spider):
         return {"url": response.url}
 
 
-async def test_with_a_mock_downloader_and_the_default_rule() -> None:
+async def test_with_a_mock_fetcher_and_the_default_rule() -> None:
     pages = [url_entry("https://news.test", a) for a in articles()[:3]]
 
     def answer(request: Request) -> Response | str:
@@ -143,8 +143,8 @@ async def test_with_a_mock_downloader_and_the_default_rule() -> None:
             return Response(request.url, body=urlset(pages), headers={"Content-Type": "text/xml"}, request=request)
         return "<h1>page</h1>"
 
-    mock = MockDownloader(answer)
-    items, _ = await collect(Reads, engine=Engine(SETTINGS, downloader=lambda: mock))
+    mock = MockFetcher(answer)
+    items, _ = await collect(Reads, engine=Engine(SETTINGS, fetcher=lambda: mock))
     assert sorted(item["url"] for item in items) == sorted("https://news.test" + a.path for a in articles()[:3])
 
 
@@ -164,13 +164,13 @@ async def test_with_a_mock_downloader_and_the_default_rule() -> None:
     ],
 )
 async def test_bad_sitemap_settings_are_one_line_errors(attrs: dict[str, Any], message: str | None) -> None:
-    mock = MockDownloader({})
+    mock = MockFetcher({})
     if message is None:
-        await collect(Reads, engine=Engine(SETTINGS, downloader=lambda: mock), **attrs)
+        await collect(Reads, engine=Engine(SETTINGS, fetcher=lambda: mock), **attrs)
         assert [r.url for r in mock.requests] == ["https://news.test/sitemap.xml"]
         return
     with pytest.raises(ConfigError, match=message) as caught:
-        await collect(Reads, engine=Engine(SETTINGS, downloader=lambda: mock), **attrs)
+        await collect(Reads, engine=Engine(SETTINGS, fetcher=lambda: mock), **attrs)
     assert "\n" not in str(caught.value) and mock.requests == []
 
 

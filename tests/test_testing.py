@@ -1,4 +1,4 @@
-"""eclaw.testing.MockDownloader: spiders and middlewares tested with no sockets at all."""
+"""eclaw.testing.MockFetcher: spiders and middlewares tested with no sockets at all."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from eclaw import Engine, Request, Response, Settings, Spider
 from eclaw.exceptions import ConnectError
 from eclaw.middlewares import Retry
-from eclaw.testing import MockDownloader, collect
+from eclaw.testing import MockFetcher, collect
 from tests.conftest import assert_accounted
 
 
@@ -47,8 +47,8 @@ def no_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_spider_runs_on_answers_from_a_mapping(no_sockets: None) -> None:
-    mock = MockDownloader(PAGES)
-    items, stats = await collect(Recipes, engine=Engine(Settings(store=""), downloader=lambda: mock))
+    mock = MockFetcher(PAGES)
+    items, stats = await collect(Recipes, engine=Engine(Settings(store=""), fetcher=lambda: mock))
     assert sorted(items, key=str) == sorted(
         [
             {"name": "Soupe à l'oignon", "minutes": 45},
@@ -78,8 +78,8 @@ async def test_a_middleware_is_tested_against_a_function(no_sockets: None) -> No
         def parse(self, response: Response) -> Any:
             yield {"title": response.css("h1::text").get()}
 
-    mock = MockDownloader(flaky)
-    engine = Engine(Settings(store=""), middlewares=[Retry(2, base=0.0)], downloader=lambda: mock)
+    mock = MockFetcher(flaky)
+    engine = Engine(Settings(store=""), middlewares=[Retry(2, base=0.0)], fetcher=lambda: mock)
     items, stats = await collect(Two, engine=engine)
     assert items == [{"title": "ok"}]
     assert stats.failed_by_reason == {"connect error": 1} and stats.retries >= 2
@@ -89,7 +89,7 @@ async def test_a_middleware_is_tested_against_a_function(no_sockets: None) -> No
 async def test_a_url_the_mapping_lacks_is_a_404() -> None:
     items, stats = await collect(
         Recipes,
-        engine=Engine(Settings(store=""), downloader=lambda: MockDownloader({})),
+        engine=Engine(Settings(store=""), fetcher=lambda: MockFetcher({})),
         start_urls=["https://x.test/"],
     )
     assert items == [] and stats.failed_by_reason == {"http 404": 1}

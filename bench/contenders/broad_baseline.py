@@ -7,7 +7,7 @@ DELAY seconds from a host's answer to its next request, at most CONCURRENCY in f
 followed once) and nothing else: no retries, no Retry-After, no robots, no canonical form beyond
 dropping fragments, no accounting, no spill to disk (every pending URL in memory). What it costs
 a page at 10,000 hosts against one host is what the hosts cost an HTTP client and an event loop,
-with no scheduler to speak of. Tuned as eclaw is: the cycle collector's young generation every
+with no frontier to speak of. Tuned as eclaw is: the cycle collector's young generation every
 20,000 allocations, aiohttp's silent re-send on a dropped keep-alive connection off (it breaks the
 delay), same-host links joined without parsing.
 """

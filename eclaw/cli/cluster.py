@@ -14,7 +14,7 @@ from typing import Any
 
 from eclaw.cli.common import pairs, setup_logging
 from eclaw.cli.crawl import crawl_with_signals
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from eclaw.cluster.link import connect, crawl_prefix
 from eclaw.cluster.seed import seed
 from eclaw.cluster.sink import cluster_status, export_items, merged_stats
@@ -59,20 +59,20 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_status(args.redis))
     args.arg = pairs(args.arg, "-a")
     spider = load_spider(args.spider)
-    overrides = {**overrides, "scheduler_url": args.redis, "store": ""}
+    overrides = {**overrides, "frontier_url": args.redis, "store": ""}
     spider_args = dict(args.arg)
     if args.command == "seed":
         return asyncio.run(_seed(spider, settings, overrides, spider_args, args.reset))
     count = processes_wanted(args.processes)
     if count > 1:
         return _workers(args, spider, settings.replace(overrides), spider_args, count)
-    stats, scheduler = asyncio.run(_work(args.redis, spider, settings, overrides, spider_args, args.name, quiet=False))
+    stats, frontier = asyncio.run(_work(args.redis, spider, settings, overrides, spider_args, args.name, quiet=False))
     if stats.finish_reason != "finished":
         print(stats.summary())
         print(f"worker stopped ({stats.finish_reason}): what it held is back in the queue; start it again to go on")
         return 1
-    merged, items = asyncio.run(_finish(args.redis, scheduler.prefix, args.output))
-    print(f"this worker ({scheduler.worker}):")
+    merged, items = asyncio.run(_finish(args.redis, frontier.prefix, args.output))
+    print(f"this worker ({frontier.worker}):")
     print(stats.summary())
     _print_merged(merged, items, args.output)
     return 0
@@ -81,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
 async def _work(
     url: str, spider: type[Spider], settings: Settings, overrides: dict[str, Any], spider_args: dict[str, Any],
     name: str | None, *, quiet: bool,
-) -> tuple[Stats, RedisScheduler]:  # fmt: skip
+) -> tuple[Stats, RedisFrontier]:  # fmt: skip
     """One worker's crawl: its stats, and its frontier (its name, the crawl's keys)."""
-    scheduler = RedisScheduler(url, seed=False, worker=name)
-    engine = Engine(settings, overrides=overrides, scheduler=lambda: scheduler)
-    return await crawl_with_signals(engine, spider, spider_args, quiet=quiet), scheduler
+    frontier = RedisFrontier(url, seed=False, worker=name)
+    engine = Engine(settings, overrides=overrides, frontier=lambda: frontier)
+    return await crawl_with_signals(engine, spider, spider_args, quiet=quiet), frontier
 
 
 def _workers(
@@ -138,14 +138,14 @@ def _forked(url: str, spider: type[Spider], effective: Settings, spider_args: di
     """A forked worker: 0 once the crawl is over, 1 if it stopped before, 2 on an error (said in one line),
     130 on a second Ctrl-C."""
     try:
-        stats, scheduler = asyncio.run(_work(url, spider, effective, {}, spider_args, name, quiet=True))
+        stats, frontier = asyncio.run(_work(url, spider, effective, {}, spider_args, name, quiet=True))
     except EclawError as exc:
         print(f"eclaw: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     if stats.finish_reason != "finished":
-        print(f"worker {scheduler.worker} stopped ({stats.finish_reason})", file=sys.stderr)
+        print(f"worker {frontier.worker} stopped ({stats.finish_reason})", file=sys.stderr)
         return 1
     return 0
 

@@ -133,7 +133,7 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, Any]]:
     if args.state is not None:
         overrides["state_dir"] = args.state
     if args.redis is not None:
-        overrides["scheduler_url"] = args.redis
+        overrides["frontier_url"] = args.redis
     for option in ("log_format", "log_file", "trace", "metrics_port"):
         if getattr(args, option) is not None:
             overrides[option] = getattr(args, option)

@@ -1,4 +1,4 @@
-"""A frontier in Redis shared by every worker of one crawl (``scheduler_url=redis://...``).
+"""A frontier in Redis shared by every worker of one crawl (``frontier_url=redis://...``).
 
 Requests wait in a Redis sorted set (priority, then first-in first-out),
 deduplicated by a Bloom filter over a Redis bitmap (or a plain set), checked
@@ -24,6 +24,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from eclaw._deprecated import renamed
 from eclaw.cluster import lua as redis_lua
 from eclaw.cluster.link import RedisLink, ScriptCall, crawl_prefix
 from eclaw.cluster.sink import ClusterSink
@@ -43,15 +44,15 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["RedisScheduler"]
+__all__ = ["RedisFrontier"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _LEASE_MAX = 16  # requests one LEASE takes at most (and never more than the worker's share of the queue)
 
 
-class RedisScheduler:
-    """The :class:`~eclaw.frontier.base.Scheduler` of a distributed crawl.
+class RedisFrontier:
+    """The :class:`~eclaw.frontier.base.Frontier` of a distributed crawl.
 
     Args:
         url: ``redis://host:port/db``.
@@ -91,7 +92,7 @@ class RedisScheduler:
     shared = True  # every worker of the crawl uses this frontier
 
     def __repr__(self) -> str:
-        return f"RedisScheduler({redact_url(self.url)!r}, worker={self.worker!r})"
+        return f"RedisFrontier({redact_url(self.url)!r}, worker={self.worker!r})"
 
     @property
     def redis(self) -> Redis | None:
@@ -194,7 +195,7 @@ class RedisScheduler:
             except EclawError as exc:
                 logger.error("%s", exc)
 
-    # -- the Scheduler protocol ---------------------------------------------------------
+    # -- the Frontier protocol ---------------------------------------------------------
 
     async def enqueue(self, requests: Sequence[Request]) -> list[str | None]:
         assert self.redis is not None
@@ -409,3 +410,6 @@ class RedisScheduler:
             self._delay = max(seconds, 0.0)
         else:
             self._delays[host] = max(seconds, self._delays.get(host, 0.0) if floor else 0.0, 0.0)
+
+
+__getattr__ = renamed(__name__, {"RedisScheduler": "RedisFrontier"})  # eclaw-rename: keep (old names, one release)

@@ -30,7 +30,7 @@ async def connect(url: str) -> Redis:
     try:
         from redis.asyncio import BlockingConnectionPool, Redis
     except ImportError:
-        raise ConfigError("scheduler_url needs the redis package: pip install 'eclaw[redis]'") from None
+        raise ConfigError("frontier_url needs the redis package: pip install 'eclaw[redis]'") from None
     from redis.exceptions import RedisError
 
     if not url.startswith(("redis://", "rediss://", "unix://")):

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from eclaw.cluster.link import connect, crawl_prefix
-from eclaw.downloaders.rungs import Rungs
+from eclaw.fetchers.rungs import Rungs
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

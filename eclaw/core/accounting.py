@@ -18,7 +18,7 @@ from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import DropLog, FailureLog
 from eclaw.events import ItemDropped, ItemStored, RequestFailed, ResponseParsed
 from eclaw.exceptions import HttpError
-from eclaw.frontier.base import Scheduler
+from eclaw.frontier.base import Frontier
 from eclaw.http import Request
 from eclaw.http.urls import redact_url
 from eclaw.observe.snapshots import HTTP_ERROR_BODY_MAX, Snapshots, save_for_failure
@@ -33,8 +33,8 @@ class Completions:
     """Tells a shared frontier each finished request, once the items it yielded are stored
     (its lease then ends: a worker dying before that leaves the request to another)."""
 
-    def __init__(self, scheduler: Scheduler, items: PipelineRunner, activity: Activity) -> None:
-        self._scheduler = scheduler
+    def __init__(self, frontier: Frontier, items: PipelineRunner, activity: Activity) -> None:
+        self._frontier = frontier
         self._items = items
         self._activity = activity
         self._waiting: deque[tuple[int, Request]] = deque()
@@ -55,7 +55,7 @@ class Completions:
     async def _done(self, request: Request) -> None:
         async with self._activity.callback():
             try:
-                await self._scheduler.done(request)
+                await self._frontier.done(request)
             except Exception as exc:  # its lease expires: another worker redoes it, its items are stored once
                 logger.error("could not mark %s done: %s", redact_url(request.url), exc)
 

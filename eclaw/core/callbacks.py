@@ -81,7 +81,7 @@ class CallbackRunner:
         self._activity = activity
         self._stop = stop
         self._assign = assign
-        self._referer = referer  # the page a request comes from is its Referer (the downloader sends it)
+        self._referer = referer  # the page a request comes from is its Referer (the fetcher sends it)
         self._snapshots = snapshots
         self._expect = ItemExpectations(spider)
         self._empty = empty  # middlewares that fetch an empty page again another way (the ladder)

@@ -12,7 +12,7 @@ from eclaw.contracts import Resumable
 from eclaw.core.activity import Activity
 from eclaw.core.intake import Intake
 from eclaw.core.state import CrawlState, Saved, restore_outputs, save_outputs
-from eclaw.frontier.base import Fed, Scheduler
+from eclaw.frontier.base import Fed, Frontier
 from eclaw.security.redact import Redactor
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -33,7 +33,7 @@ class Checkpointer:
         *,
         spider: Spider,
         stats: Stats,
-        scheduler: Scheduler,
+        frontier: Frontier,
         activity: Activity,
         intake: Intake,
         outputs: Mapping[str, Resumable],
@@ -43,7 +43,7 @@ class Checkpointer:
         self.state = state
         self._spider = spider
         self._stats = stats
-        self._scheduler = scheduler
+        self._frontier = frontier
         self._activity = activity
         self._intake = intake
         self._outputs = outputs
@@ -65,7 +65,7 @@ class Checkpointer:
 
     async def resume(self, saved: Saved) -> None:
         """Every request saved as not finished goes back to the frontier; the dupe filter is read back."""
-        dupefilter = self._scheduler.dupefilter
+        dupefilter = self._frontier.dupefilter
         if dupefilter is not None:
             self.state.load_dupefilter(dupefilter.load)
         logger.info(
@@ -95,7 +95,7 @@ class Checkpointer:
                     continue
                 activity.wakeup.clear()
                 await activity.wakeup.wait()
-            dupefilter = self._scheduler.dupefilter
+            dupefilter = self._frontier.dupefilter
             snapshot = state.snapshot(
                 status=status,
                 stats=self._redactor.record(self._stats.as_dict()),
@@ -103,7 +103,7 @@ class Checkpointer:
                 outputs=_kept(save_outputs(self._outputs), status),
                 dupefilter=dupefilter.dump if dupefilter is not None else None,
             )
-        await state.save(snapshot, self._scheduler.checkpointed if isinstance(self._scheduler, Fed) else None)
+        await state.save(snapshot, self._frontier.checkpointed if isinstance(self._frontier, Fed) else None)
 
     async def close(self, *, ran: bool) -> None:
         """The last checkpoint (if the loop came to its end: a consistent point), then release the directory."""

@@ -1,4 +1,4 @@
-"""One running crawl: its parts wired through the event bus, and the loop that feeds the downloads.
+"""One running crawl: its components wired through the event bus, and the loop that feeds the downloads.
 
 Internal; users drive crawls through :class:`eclaw.Engine`. Each component owns
 its events (see :mod:`eclaw.events`): the intake ``RequestGenerated``, the
@@ -24,11 +24,11 @@ from eclaw.core.budgets import PageBudget
 from eclaw.core.bus import Batched, EventBus
 from eclaw.core.callbacks import CallbackRunner
 from eclaw.core.checkpoint import Checkpointer
-from eclaw.core.fetch import Fetcher, RetryQueue
+from eclaw.core.components import CrawlComponents
+from eclaw.core.fetch import FetchRunner, RetryQueue
 from eclaw.core.intake import Intake
 from eclaw.core.journal import Ids, Journal
-from eclaw.core.lifecycle import Parts, uninterruptible
-from eclaw.core.parts import CrawlParts
+from eclaw.core.lifecycle import Lifecycle, uninterruptible
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import Records
 from eclaw.core.start import StartFeeder
@@ -66,88 +66,88 @@ Subscribers = Callable[[type[Event]], tuple[Handler, ...]]
 class Crawl:
     """One spider run; also the :class:`~eclaw.contracts.CrawlContext` its plug-ins and handlers see."""
 
-    def __init__(self, parts: CrawlParts, subscribers: Subscribers) -> None:
-        self.spider = parts.spider
+    def __init__(self, components: CrawlComponents, subscribers: Subscribers) -> None:
+        self.spider = components.spider
         self.spider.crawl = self  # self.settings, self.stats in callbacks
-        self.settings = parts.settings
-        self.scheduler = parts.scheduler
-        self.outputs = parts.outputs
-        self.cookies = parts.cookies
+        self.settings = components.settings
+        self.frontier = components.frontier
+        self.outputs = components.outputs
+        self.cookies = components.cookies
         self.stats = Stats(spider=self.spider.name)
         self.run_id = uuid.uuid4().hex[:12]
         self.redactor = Redactor.for_spider(self.settings, self.spider)  # every writer's one boundary
         self.records = Records(self.settings, self.spider.name, self.run_id, self.redactor)
         self.snapshots = Snapshots.from_settings(self.settings, self.spider.name, self.redactor)  # or None
-        pages = [output for output in parts.outputs.values() if isinstance(output, WatchesPages)]
-        self.bus = EventBus(_with_watchers(subscribers, [*parts.watchers, *pages]), self.stats, self)
-        self._parts = parts
-        plugins = [*parts.middlewares, *parts.pipelines, *parts.outputs.values()]
-        self._lifecycle = Parts(parts.scheduler, parts.downloader, plugins)
+        pages = [output for output in components.outputs.values() if isinstance(output, WatchesPages)]
+        self.bus = EventBus(_with_watchers(subscribers, [*components.watchers, *pages]), self.stats, self)
+        self._components = components
+        plugins = [*components.middlewares, *components.pipelines, *components.outputs.values()]
+        self._lifecycle = Lifecycle(components.frontier, components.fetcher, plugins)
         self._stopping = False
         self._stop_deadline: asyncio.TimerHandle | None = None
         self._ran = False  # the loop came to its end (not cancelled, not failed)
         self._idle_mark = -1
         self._pages = PageBudget(self.settings.max_pages)  # max_pages: downloads started, at most
-        self._build(parts.state or Ids())
+        self._build(components.state or Ids())
 
     def _item_runner(self) -> PipelineRunner:
         """The pipelines, then the outputs that take items (those of pages watch the bus), each listed at 0."""
-        outputs = {name: o for name, o in self._parts.outputs.items() if not isinstance(o, WatchesPages)}
+        outputs = {name: o for name, o in self._components.outputs.items() if not isinstance(o, WatchesPages)}
         for name in outputs:
             self.stats.items_written[name] += 0
         return PipelineRunner(
-            self._parts.pipelines, outputs, self.spider, self.records.dead_letter, self.stats, self.bus.publish,
+            self._components.pipelines, outputs, self.spider, self.records.dead_letter, self.stats, self.bus.publish,
             self._item_done,
         )  # fmt: skip
 
     def _build(self, journal: Journal) -> None:
         """The collaborators, and the events each of them owns."""
-        parts, stats, bus = self._parts, self.stats, self.bus
+        components, stats, bus = self._components, self.stats, self.bus
         self.items = self._item_runner()
         self._retrying = RetryQueue(self._retry_due)
         # a download's task runs its callback too: at most 4 x concurrency callbacks behind the downloads
         most = (1 + _CALLBACKS_BEHIND) * self.settings.concurrency
         self.activity = activity = Activity(self.items, self._retrying, most)
-        shared = Completions(self.scheduler, self.items, activity) if self.scheduler.shared else None
+        shared = Completions(self.frontier, self.items, activity) if self.frontier.shared else None
         self._completions = shared
-        self.intake = Intake(self.scheduler, bus, stats, journal, activity, self._pump)
-        if isinstance(self.scheduler, Fed):  # a process of a crawl on several: the others' links come in here
-            intake, state = self.intake, parts.state
-            self.scheduler.feed(Feed(
+        self.intake = Intake(self.frontier, bus, stats, journal, activity, self._pump)
+        if isinstance(self.frontier, Fed):  # a process of a crawl on several: the others' links come in here
+            intake, state = self.intake, components.state
+            self.frontier.feed(Feed(
                 admit=lambda requests: intake.admit(requests, again=False), adopt=intake.adopt, lent=intake.lent,
                 movable=lambda request: journal.marked_by(request) is None,
                 save_soon=state.soon if state is not None else lambda: None, stopping=lambda: self._stopping,
                 keeps_state=state is not None,
             ))  # fmt: skip
         callbacks = CallbackRunner(
-            spider=self.spider, parser=parts.parser, bus=bus, items=self.items, stats=stats, activity=activity,
+            spider=self.spider, parser=components.parser, bus=bus, items=self.items, stats=stats, activity=activity,
             stop=self.stop, assign=self.intake.assign, referer=self.settings.referer, snapshots=self.snapshots,
-            empty=[m for m in parts.middlewares if isinstance(m, RetriesEmptyPages)],
-            retry=lambda request, again: self.fetcher.retry(request, again),
+            empty=[m for m in components.middlewares if isinstance(m, RetriesEmptyPages)],
+            retry=lambda request, again: self.fetches.retry(request, again),
         )  # fmt: skip
         accounting = Accounting(
             stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,
             completions=shared, errback=callbacks.recover, snapshots=self.snapshots,
         )  # fmt: skip
-        self.fetcher = Fetcher(
-            downloader=parts.downloader, middlewares=parts.middlewares, scheduler=self.scheduler, bus=bus,
+        self.fetches = FetchRunner(
+            fetcher=components.fetcher, middlewares=components.middlewares, frontier=self.frontier, bus=bus,
             stats=stats, journal=journal, activity=activity, retrying=self._retrying,
             handled=frozenset(self.spider.handle_httpstatus_list), pump=self._pump, finished=accounting.finished,
         )  # fmt: skip
         self.start = StartFeeder(
-            self.spider, self.scheduler, bus, high_water=max(1000, self.settings.concurrency * 8),
+            self.spider, self.frontier, bus, high_water=max(1000, self.settings.concurrency * 8),
             stopping=lambda: self._stopping, stop=self.stop, wake=activity.wake, assign=self.intake.assign,
             handed_out=lambda: stats.requests_scheduled,
         )  # fmt: skip
         self.checkpointer = None
-        if parts.state is not None:
+        if components.state is not None:
             self.checkpointer = Checkpointer(
-                parts.state, spider=self.spider, stats=stats, scheduler=self.scheduler, activity=activity,
-                intake=self.intake, outputs=parts.resumables(self.records.files()), redactor=self.redactor,
+                components.state, spider=self.spider, stats=stats, frontier=self.frontier, activity=activity,
+                intake=self.intake, outputs=components.resumables(self.records.files()), redactor=self.redactor,
                 start_exhausted=lambda: self.start.exhausted,
             )  # fmt: skip
         bus.own_batched(RequestGenerated, Batched(self.intake.generated, _generated, _unpack_generated))
-        bus.own(RequestScheduled, self.fetcher.scheduled)
+        bus.own(RequestScheduled, self.fetches.scheduled)
         bus.own(ResponseDownloaded, callbacks.downloaded)
         bus.own(ItemParsed, self.items.submit)
         bus.own(ResponseParsed, accounting.parsed)
@@ -155,7 +155,7 @@ class Crawl:
         bus.own_batched(RequestDropped, Batched(accounting.dropped, _dropped, _unpack_dropped))
         bus.own(ItemStored, accounting.stored)
         bus.own(ItemDropped, accounting.item_dropped)
-        for watcher in self._parts.watchers:
+        for watcher in self._components.watchers:
             for kind, taker in watcher.batch_subscriptions() if isinstance(watcher, TakesBatches) else ():
                 bus.subscribe_batches(kind, taker)
 
@@ -163,7 +163,7 @@ class Crawl:
 
     @property
     def queued(self) -> int:
-        return self.scheduler.pending()
+        return self.frontier.pending()
 
     @property
     def in_flight(self) -> int:
@@ -196,12 +196,12 @@ class Crawl:
         self._stopping = True
         self.stats.finish_reason = reason
         loop = asyncio.get_running_loop()
-        self._stop_deadline = loop.call_later(self.settings.shutdown_timeout, self.fetcher.abort)
+        self._stop_deadline = loop.call_later(self.settings.shutdown_timeout, self.fetches.abort)
         self.activity.wake()
 
     def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
         """``seconds`` between two downloads from ``host`` (throttle; robots Crawl-delay as a ``floor``)."""
-        self.scheduler.set_delay(host, seconds, floor=floor)
+        self.frontier.set_delay(host, seconds, floor=floor)
 
     def dead_letter(self, output: object, items: list[Any], error: BaseException) -> None:
         """``output`` (one that buffers) could not write ``items`` it had accepted: dead-letter them for it."""
@@ -215,7 +215,7 @@ class Crawl:
         with crawl_logs(self.spider.name, self.run_id, settings.log_file, settings.log_format, self.redactor):
             opened: list[Watcher] = []
             try:
-                for watcher in self._parts.watchers:
+                for watcher in self._components.watchers:
                     await watcher.open(self)
                     opened.append(watcher)
                 stats = await self._run()
@@ -257,7 +257,7 @@ class Crawl:
             await self.checkpointer.resume(saved)
         elif saved is not None and self.checkpointer is not None:  # where the outputs begin, should it be killed
             await self.checkpointer.checkpoint("running")
-        if (saved is not None and saved.start_done) or self.scheduler.seeded:
+        if (saved is not None and saved.start_done) or self.frontier.seeded:
             self.start.skip()
         else:
             self.activity.spawn(self.start.run())
@@ -275,14 +275,14 @@ class Crawl:
             await self._pump()
             start.room()
             if activity.quiet(stopping=self._stopping) and (
-                self._stopping or (start.done and not self.scheduler.pending())
+                self._stopping or (start.done and not self.frontier.pending())
             ):
                 if self._stopping or activity.admitted == self._idle_mark:
                     return
                 self._idle_mark = activity.admitted  # EngineIdle handlers may add requests
                 await self.bus.notify(EngineIdle(spider=self.spider))
-                if isinstance(self.scheduler, Fed):
-                    await self.scheduler.idle()  # until the other processes send work, or all are done
+                if isinstance(self.frontier, Fed):
+                    await self.frontier.idle()  # until the other processes send work, or all are done
                 continue
             await activity.wakeup.wait()
 
@@ -290,15 +290,15 @@ class Crawl:
         """Start downloads while the frontier has requests with free slots."""
         if self._stopping:
             return
-        scheduler, start, room, pages = self.scheduler, self.fetcher.start, self.activity.room, self._pages
+        frontier, start, room, pages = self.frontier, self.fetches.start, self.activity.room, self._pages
         while room() and pages.take():
             try:
-                request = await scheduler.next_request()
+                request = await frontier.next_request()
             except Exception as exc:  # a broken frontier: stop cleanly, keep what is pending counted
                 pages.give_back()
                 shown = None if isinstance(exc, EclawError) else exc  # our own errors say it all in one line
-                logger.error("scheduler failed: %s: %s", type(exc).__name__, exc, exc_info=shown)
-                self.stop("scheduler error")
+                logger.error("frontier failed: %s: %s", type(exc).__name__, exc, exc_info=shown)
+                self.stop("frontier error")
                 return
             if request is None:
                 pages.give_back()
@@ -339,7 +339,7 @@ class Crawl:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-        self.stats.requests_pending += self.scheduler.pending() + self._retrying.cancel_all()
+        self.stats.requests_pending += self.frontier.pending() + self._retrying.cancel_all()
         if self.checkpointer is not None:
             await self.checkpointer.close(ran=self._ran)
         await self._lifecycle.close()

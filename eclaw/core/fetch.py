@@ -1,4 +1,4 @@
-"""The owner of ``RequestScheduled``: a request through the middlewares and the downloader, and
+"""The owner of ``RequestScheduled``: a request through the middlewares and the fetcher, and
 what came of it published (``ResponseDownloaded``, ``RequestFailed``, ``RequestDropped``).
 
 Each download is a task of its own, started when the frontier has a free slot;
@@ -17,17 +17,17 @@ from eclaw.core.activity import Activity
 from eclaw.core.bus import EventBus
 from eclaw.core.journal import Journal
 from eclaw.core.records import attempts_of
-from eclaw.downloaders.base import Downloader
 from eclaw.events import RequestDropped, RequestFailed, RequestGenerated, RequestScheduled, ResponseDownloaded
 from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
-from eclaw.frontier.base import Fed, Scheduler, fingerprint
+from eclaw.fetchers.base import Fetcher
+from eclaw.frontier.base import Fed, Frontier, fingerprint
 from eclaw.http import Request, Response
 from eclaw.http.request import plain_request
 from eclaw.http.urls import redact_url
 from eclaw.observe.logs import request_id
 from eclaw.stats import Stats
 
-__all__ = ["Fetcher", "RetryQueue", "chain"]
+__all__ = ["FetchRunner", "RetryQueue", "chain"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,15 +80,15 @@ class RetryQueue:
         return count
 
 
-class Fetcher:
+class FetchRunner:
     """Downloads one scheduled request and publishes the outcome."""
 
     def __init__(
         self,
         *,
-        downloader: Downloader,
+        fetcher: Fetcher,
         middlewares: Sequence[Middleware],
-        scheduler: Scheduler,
+        frontier: Frontier,
         bus: EventBus,
         stats: Stats,
         journal: Journal,
@@ -98,8 +98,8 @@ class Fetcher:
         pump: Callable[[], Awaitable[None]],
         finished: Callable[[Request], None],
     ) -> None:
-        self._downloader = downloader
-        self._scheduler = scheduler
+        self._fetcher = fetcher
+        self._frontier = frontier
         self._bus = bus
         self._stats = stats
         self._journal = journal
@@ -145,7 +145,7 @@ class Fetcher:
         except Exception as exc:
             error = exc
         finally:
-            await self._scheduler.release(request)
+            await self._frontier.release(request)
         await self._pump()  # the next download starts from here: no trip through the crawl's loop
         if error is not None:
             answered = _answer_of(error)
@@ -181,8 +181,8 @@ class Fetcher:
     def _elsewhere(self, request: Request, response: Response) -> bool:
         """A GET's redirect led to a page of another process's part of the crawl (``--processes``); a form's
         POST that lands there is its answer, parsed here."""
-        scheduler = self._scheduler
-        return request.method == "GET" and isinstance(scheduler, Fed) and scheduler.elsewhere(response.url)
+        frontier = self._frontier
+        return request.method == "GET" and isinstance(frontier, Fed) and frontier.elsewhere(response.url)
 
     async def _hand_over(self, request: Request, response: Response) -> None:
         """The page is that process's to fetch (once, if it is new there, unless ``dont_filter``) and parse:
@@ -204,7 +204,7 @@ class Fetcher:
             for target in targets:
                 target.meta = {"cookiejar": request._meta["cookiejar"]}
         try:
-            fresh = await self._scheduler.add_seen(targets)
+            fresh = await self._frontier.add_seen(targets)
         except Exception as exc:  # the frontier cannot say: parse the page (at worst, twice)
             logger.warning("could not record where %s was redirected: %s", redact_url(response.request.url), exc)
             return False
@@ -217,7 +217,7 @@ class Fetcher:
         return not own and not response.request.dont_filter and request.method == "GET"
 
     async def _checked(self, request: Request) -> Response:
-        response = await self._downloader.fetch(request)
+        response = await self._fetcher.fetch(request)
         if response.status >= 400 and response.status not in self._handled:
             meta = request.meta
             if not meta.get("handle_httpstatus_all") and response.status not in meta.get("handle_httpstatus_list", ()):
@@ -247,7 +247,7 @@ class Fetcher:
             if not isinstance(exc, HttpError):  # an HTTP failure's line names its snapshot: accounting writes it
                 logger.warning("failed %s: %s", redact_url(request.url), redact_url(str(exc)))
             await bus.publish(RequestFailed(request=request, reason=exc.reason, error=exc, attempt=attempt))
-        else:  # a bug in a middleware or a downloader: this request fails, the crawl goes on
+        else:  # a bug in a middleware or a fetcher: this request fails, the crawl goes on
             shown = redact_url(request.url)
             logger.error("error downloading %s: %s: %s", shown, type(exc).__name__, redact_url(str(exc)), exc_info=exc)
             reason = f"error: {type(exc).__name__}"

@@ -11,7 +11,7 @@ from eclaw.core.bus import EventBus
 from eclaw.core.journal import Journal
 from eclaw.events import RequestDropped, RequestFailed
 from eclaw.exceptions import EclawError
-from eclaw.frontier.base import FORWARDED, Scheduler, TakesBack
+from eclaw.frontier.base import FORWARDED, Frontier, TakesBack
 from eclaw.http import Request
 from eclaw.stats import Stats
 
@@ -27,14 +27,14 @@ class Intake:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        frontier: Frontier,
         bus: EventBus,
         stats: Stats,
         journal: Journal,
         activity: Activity,
         pump: Callable[[], Awaitable[None]],
     ) -> None:
-        self._scheduler = scheduler
+        self._frontier = frontier
         self._bus = bus
         self._stats = stats
         self._journal = journal
@@ -58,24 +58,24 @@ class Intake:
         """A resumed crawl's saved requests: checked and counted before the pause, in the dupe filter read
         back, so they go back as they were (a request's ``dont_filter`` stays its own: a redirect of one
         to a page seen before is still a duplicate)."""
-        scheduler = self._scheduler
-        if not isinstance(scheduler, TakesBack):
+        frontier = self._frontier
+        if not isinstance(frontier, TakesBack):
             for request in requests:
                 request.dont_filter = True  # past the checks it passed before
             await self.admit(requests, again=True)
             return
-        scheduler.take_back(requests)
+        frontier.take_back(requests)
         self._activity.admitted += len(requests)
         await self._pump()
 
     async def adopt(self, requests: list[Request]) -> None:
         """Requests another process of the crawl lent this one (``--processes``): checked and counted
         there, so queued as they are, and saved from now on as this crawl's own."""
-        scheduler = self._scheduler
-        assert isinstance(scheduler, TakesBack)
+        frontier = self._frontier
+        assert isinstance(frontier, TakesBack)
         self._journal.assign(requests)
         self._journal.admitted(requests, [None] * len(requests), again=False)
-        scheduler.take_back(requests)
+        frontier.take_back(requests)
         self._activity.admitted += len(requests)
         await self._pump()
 
@@ -89,12 +89,12 @@ class Intake:
         """Into the frontier; the drops published with ``parent``, the response the requests come from."""
         self._journal.assign(requests)
         try:
-            reasons = await self._scheduler.enqueue(requests)
+            reasons = await self._frontier.enqueue(requests)
         except Exception as exc:  # a broken frontier: each request fails with the reason, the crawl goes on
             shown = None if isinstance(exc, EclawError) else exc
-            logger.error("scheduler failed on %d requests: %s", len(requests), exc, exc_info=shown)
+            logger.error("frontier failed on %d requests: %s", len(requests), exc, exc_info=shown)
             for request in requests:
-                await self._bus.publish(RequestFailed(request=request, reason="scheduler error", error=exc))
+                await self._bus.publish(RequestFailed(request=request, reason="frontier error", error=exc))
             return
         self._journal.admitted(requests, reasons, again=again)
         queued = reasons.count(None)

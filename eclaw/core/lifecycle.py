@@ -1,4 +1,4 @@
-"""The parts of one crawl, opened in order and closed in reverse: the frontier, the downloader,
+"""The components of one crawl, opened in order and closed in reverse: the frontier, the fetcher,
 then every middleware, pipeline and output that declares its part of the lifecycle
 (:class:`~eclaw.contracts.Opens`, :class:`~eclaw.contracts.Closes`)."""
 
@@ -10,40 +10,40 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from eclaw.contracts import Closes, CrawlContext, Opens
-from eclaw.downloaders.base import Downloader, Paced, UsesCookies, VetsHops
 from eclaw.exceptions import EclawError
-from eclaw.frontier.base import Scheduler
+from eclaw.fetchers.base import Fetcher, Paced, UsesCookies, VetsHops
+from eclaw.frontier.base import Frontier
 from eclaw.frontier.hopcheck import hop_check
 from eclaw.frontier.politeness import Pacing
 
-__all__ = ["Parts", "uninterruptible"]
+__all__ = ["Lifecycle", "uninterruptible"]
 
 logger = logging.getLogger(__name__)
 
 
-class Parts:
-    """Opens a crawl's parts; ``close`` closes only what was opened, in reverse order, and one
+class Lifecycle:
+    """Opens a crawl's components; ``close`` closes only what was opened, in reverse order, and one
     failing close does not keep the others from closing."""
 
-    def __init__(self, scheduler: Scheduler, downloader: Downloader, plugins: Iterable[object]) -> None:
-        self.scheduler = scheduler
-        self.downloader = downloader
+    def __init__(self, frontier: Frontier, fetcher: Fetcher, plugins: Iterable[object]) -> None:
+        self.frontier = frontier
+        self.fetcher = fetcher
         self.plugins = list(plugins)
         self._closers: list[tuple[Any, Callable[[], Awaitable[None]]]] = []
 
     async def open(self, crawl: CrawlContext, wake: Callable[[], None]) -> None:
         spider, settings = crawl.spider, crawl.settings
-        await self.scheduler.open(spider, settings, wake)
-        self._closers.append((self.scheduler, self.scheduler.close))
-        if crawl.cookies is not None and isinstance(self.downloader, UsesCookies):  # declared by the downloader
-            self.downloader.use_cookies(crawl.cookies)
-        if isinstance(self.scheduler, Pacing) and isinstance(self.downloader, Paced):  # declared by both
-            self.downloader.pace(self.scheduler)
-        check = hop_check([self.scheduler, *self.plugins])  # each redirect hop vetted as a new request
-        if check is not None and isinstance(self.downloader, VetsHops):
-            self.downloader.check_hops(check)
-        await self.downloader.open(spider, settings)
-        self._closers.append((self.downloader, self.downloader.close))
+        await self.frontier.open(spider, settings, wake)
+        self._closers.append((self.frontier, self.frontier.close))
+        if crawl.cookies is not None and isinstance(self.fetcher, UsesCookies):  # declared by the fetcher
+            self.fetcher.use_cookies(crawl.cookies)
+        if isinstance(self.frontier, Pacing) and isinstance(self.fetcher, Paced):  # declared by both
+            self.fetcher.pace(self.frontier)
+        check = hop_check([self.frontier, *self.plugins])  # each redirect hop vetted as a new request
+        if check is not None and isinstance(self.fetcher, VetsHops):
+            self.fetcher.check_hops(check)
+        await self.fetcher.open(spider, settings)
+        self._closers.append((self.fetcher, self.fetcher.close))
         for plugin in self.plugins:
             if isinstance(plugin, Opens):  # declared by the plug-in
                 await plugin.open(crawl)

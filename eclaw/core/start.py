@@ -9,7 +9,7 @@ from collections.abc import Callable
 from eclaw.core.bus import EventBus
 from eclaw.events import RequestGenerated
 from eclaw.exceptions import ConfigError, EclawError
-from eclaw.frontier.base import Scheduler
+from eclaw.frontier.base import Frontier
 from eclaw.http import Request
 from eclaw.spider import Spider, check_start_url, iterate_start_requests
 
@@ -29,7 +29,7 @@ class StartFeeder:
     def __init__(
         self,
         spider: Spider,
-        scheduler: Scheduler,
+        frontier: Frontier,
         bus: EventBus,
         *,
         high_water: int,
@@ -40,7 +40,7 @@ class StartFeeder:
         handed_out: Callable[[], int],
     ) -> None:
         self._spider = spider
-        self._scheduler = scheduler
+        self._frontier = frontier
         self._bus = bus
         self._high_water = high_water
         self._stopping = stopping
@@ -71,7 +71,7 @@ class StartFeeder:
                 self._assign([request])
                 await self._bus.publish_batch(RequestGenerated, [request])
                 self._fed += 1
-                if self._scheduler.pending() > self._high_water and self._lead() > self._high_water:
+                if self._frontier.pending() > self._high_water and self._lead() > self._high_water:
                     await self._wait_for_room()
             else:
                 self.exhausted = True
@@ -94,7 +94,7 @@ class StartFeeder:
     def room(self) -> None:
         """The crawl's loop calls this when the frontier may have drained or handed out more (or the
         crawl stops)."""
-        if self._stopping() or self._scheduler.pending() <= self.low_water or self._lead() <= self.low_water:
+        if self._stopping() or self._frontier.pending() <= self.low_water or self._lead() <= self.low_water:
             self.drained.set()
 
     def _lead(self) -> int:

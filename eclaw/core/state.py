@@ -231,7 +231,7 @@ class CrawlState:
     # -- what the crawl reports -----------------------------------------------------
 
     def assign(self, requests: Iterable[Request]) -> None:
-        """Give new requests their ids (before the scheduler may write them to its spill file)."""
+        """Give new requests their ids (before the frontier may write them to its spill file)."""
         for request in requests:
             if not request._id:
                 request._id = self._next_id

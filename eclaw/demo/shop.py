@@ -27,7 +27,7 @@ class ShopSpider(Spider):
 
     def parse(self, response: Response) -> Iterator[Request]:
         # The home page: follow every link; off-site, mailto: and javascript:
-        # links are dropped by the scheduler, never fetched.
+        # links are dropped by the frontier, never fetched.
         for link in response.css("a::attr(href)").getall():
             if "/product/" in link:
                 yield response.follow(link, callback=self.parse_product)

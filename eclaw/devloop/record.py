@@ -187,7 +187,7 @@ def recorder_for(
         settings = base.replace(spider.custom_settings).replace(dict(overrides))
     except ConfigError as exc:
         raise ConfigError(f"spider {spider.name!r}: {exc}") from None
-    if settings.state_dir or settings.scheduler_url:
+    if settings.state_dir or settings.frontier_url:
         raise ConfigError("--record needs the whole crawl in one process: not with --state or --redis")
     if settings.http_cache or settings.incremental:  # pages it answers would never reach the recording
         raise ConfigError("--record keeps every response itself: not with http_cache or incremental")

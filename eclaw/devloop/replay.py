@@ -37,7 +37,7 @@ REPLAY_SETTINGS: dict[str, Any] = {
     "http_cache": "",
     "incremental": False,
     "state_dir": "",
-    "scheduler_url": "",
+    "frontier_url": "",
     "download_delay": 0.0,
     "host_delay": "",
     "autothrottle": False,

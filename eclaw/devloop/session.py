@@ -3,7 +3,7 @@
 
 The middlewares are the ones a crawl of the spider would get (the defaults of its
 settings, then the spider's own), chained with :func:`eclaw.core.fetch.chain`, and
-the downloader is the crawl's default (:class:`~eclaw.downloaders.router.Fetchers`).
+the fetcher is the crawl's default (:class:`~eclaw.fetchers.router.Fetchers`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from types import TracebackType
 from typing import Any
 
 from eclaw.contracts import Closes, Middleware, Opens
+from eclaw.core.components import per_crawl
 from eclaw.core.fetch import chain
-from eclaw.core.parts import per_crawl
-from eclaw.downloaders.base import Downloader, UsesCookies
-from eclaw.downloaders.router import Fetchers
 from eclaw.events import Event
 from eclaw.exceptions import ConfigError, HttpError, RetryRequest
+from eclaw.fetchers.base import Fetcher, UsesCookies
+from eclaw.fetchers.router import Fetchers
 from eclaw.http import Request, Response
 from eclaw.middlewares import defaults
 from eclaw.observe.snapshots import Snapshots
@@ -44,7 +44,7 @@ class DefaultSpider(Spider):
 
 
 class Session:
-    """A spider's middlewares and downloader, opened once, for one download at a time.
+    """A spider's middlewares and fetcher, opened once, for one download at a time.
 
     Also the :class:`~eclaw.contracts.CrawlContext` those middlewares see: stats are
     counted, delays are ignored (one download at a time needs no politeness slot),
@@ -57,7 +57,7 @@ class Session:
         spider: the spider (``None``: a default one).
         settings: base settings; the spider's ``custom_settings`` apply on top, then ``overrides``.
         overrides: settings that win (the CLI's ``-s``).
-        downloader: the downloader (default: the crawl's, :class:`~eclaw.downloaders.router.Fetchers`).
+        fetcher: the fetcher (default: the crawl's, :class:`~eclaw.fetchers.router.Fetchers`).
         middlewares: the chain (default: what a crawl of the spider gets).
         check_status: a status >= 400 the spider does not handle raises
             :class:`~eclaw.exceptions.HttpError`, as in a crawl (its callback would not run);
@@ -70,7 +70,7 @@ class Session:
         settings: Settings | None = None,
         *,
         overrides: Mapping[str, Any] | None = None,
-        downloader: Downloader | None = None,
+        fetcher: Fetcher | None = None,
         middlewares: list[Middleware] | None = None,
         check_status: bool = False,
     ) -> None:
@@ -86,16 +86,16 @@ class Session:
         self.redactor = Redactor()  # what a plug-in writes passes it
         self.cookies = CookieJars() if self.settings.cookies else None  # kept from one fetch() to the next
         self.stopped = ""  # why a middleware asked to stop, if one did
-        self.sent: Request | None = None  # the last request as the downloader got it (after the middlewares)
+        self.sent: Request | None = None  # the last request as the fetcher got it (after the middlewares)
         if middlewares is None:
             middlewares = [*defaults(self.settings), *per_crawl(self.spider.middlewares, "middleware")]
         self.middlewares = middlewares
-        self._downloader = downloader if downloader is not None else Fetchers()
+        self._fetcher = fetcher if fetcher is not None else Fetchers()
         self.check_status = check_status
         self._handled = frozenset(self.spider.handle_httpstatus_list)
         self._fetch = chain(middlewares, self._download)
         self._closers: list[Closes] = []
-        self._downloader_open = False
+        self._fetcher_open = False
 
     @classmethod
     def of(
@@ -147,10 +147,10 @@ class Session:
     async def __aenter__(self) -> Session:
         self.spider.crawl = self  # self.settings in the spider's callbacks
         try:
-            if self.cookies is not None and isinstance(self._downloader, UsesCookies):
-                self._downloader.use_cookies(self.cookies)
-            await self._downloader.open(self.spider, self.settings)
-            self._downloader_open = True
+            if self.cookies is not None and isinstance(self._fetcher, UsesCookies):
+                self._fetcher.use_cookies(self.cookies)
+            await self._fetcher.open(self.spider, self.settings)
+            self._fetcher_open = True
             for middleware in self.middlewares:
                 if isinstance(middleware, Opens):
                     await middleware.open(self)
@@ -169,9 +169,9 @@ class Session:
     async def close(self) -> None:
         while self._closers:
             await self._closers.pop().close()
-        if self._downloader_open:
-            self._downloader_open = False
-            await self._downloader.close()
+        if self._fetcher_open:
+            self._fetcher_open = False
+            await self._fetcher.close()
         self.spider.crawl = None
 
     # -- downloads ------------------------------------------------------------------
@@ -188,7 +188,7 @@ class Session:
 
     async def _download(self, request: Request) -> Response:
         self.sent = request
-        response = await self._downloader.fetch(request)
+        response = await self._fetcher.fetch(request)
         if self.check_status and response.status >= 400 and response.status not in self._handled:
             meta = request.meta
             if not meta.get("handle_httpstatus_all") and response.status not in meta.get("handle_httpstatus_list", ()):

@@ -1,53 +1,7 @@
-"""What the crawl needs from a downloader: fetch one request (after the middlewares)."""
+"""Deprecated: this module moved to ``eclaw.fetchers.base``; the old path goes in the next release."""
 
-from __future__ import annotations
+# eclaw-rename: keep file (an alias of a module that moved)
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from eclaw._deprecated import moved
 
-from eclaw.http import Request, Response
-
-if TYPE_CHECKING:
-    from eclaw.contracts import HopCheck
-    from eclaw.frontier.politeness import Pacing
-    from eclaw.sessions.jars import CookieJars
-    from eclaw.settings import Settings
-    from eclaw.spider import Spider
-
-__all__ = ["Downloader", "Paced", "UsesCookies", "VetsHops"]
-
-
-class Downloader(Protocol):
-    """Fetches one request, redirects included; raises :class:`eclaw.exceptions.DownloadError` subclasses
-    (and ``IgnoreRequest`` for a redirect off the allowed domains)."""
-
-    async def open(self, spider: Spider, settings: Settings) -> None: ...
-
-    async def fetch(self, request: Request) -> Response: ...
-
-    async def close(self) -> None: ...
-
-
-@runtime_checkable
-class UsesCookies(Protocol):
-    """A downloader that sends and keeps cookies itself, hop by hop: the crawl hands it its
-    jars (``crawl.cookies``, saved with ``--state``) before opening it."""
-
-    def use_cookies(self, jars: CookieJars) -> None: ...
-
-
-@runtime_checkable
-class Paced(Protocol):
-    """A downloader that tells the frontier when each request is sent (a host's delay counts from
-    then) and asks it whether a connection is worth keeping: the crawl hands it the frontier's
-    :class:`~eclaw.frontier.politeness.Pacing` before opening it."""
-
-    def pace(self, pacing: Pacing) -> None: ...
-
-
-@runtime_checkable
-class VetsHops(Protocol):
-    """A downloader that follows redirects itself and lets the crawl vet each hop as it vets a new
-    request (robots, offsite, scheme: :class:`~eclaw.contracts.ChecksHops`): the crawl hands it
-    ``check`` before opening it; a hop ``check`` refuses ends the request dropped with that reason."""
-
-    def check_hops(self, check: HopCheck) -> None: ...
+__getattr__ = moved(__name__, "eclaw.fetchers.base")

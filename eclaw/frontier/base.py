@@ -1,4 +1,4 @@
-"""What the crawl needs from a frontier (:class:`Scheduler`) and a duplicate filter
+"""What the crawl needs from a frontier (:class:`Frontier`) and a duplicate filter
 (:class:`DupeFilter`), and the checks every frontier makes of a request."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
+from eclaw._deprecated import renamed
 from eclaw.http import Request
 from eclaw.http.urls import canonical_url, host_allowed, url_host
 from eclaw.settings import host_map
@@ -22,7 +23,7 @@ __all__ = [
     "DupeFilter",
     "Fed",
     "Feed",
-    "Scheduler",
+    "Frontier",
     "TakesBack",
     "check_hop",
     "check_request",
@@ -48,7 +49,7 @@ class DupeFilter(Protocol):
     def load(self, file: BinaryIO) -> None: ...
 
 
-class Scheduler(Protocol):
+class Frontier(Protocol):
     """What the engine needs from a frontier.
 
     ``enqueue`` takes a batch (the links of one page) and returns, for each
@@ -203,3 +204,6 @@ def fingerprint(request: Request) -> bytes:
     if request.body:
         key += b" " + request.body
     return hashlib.sha1(key, usedforsecurity=False).digest()
+
+
+__getattr__ = renamed(__name__, {"Scheduler": "Frontier"})  # eclaw-rename: keep (old names, one release)

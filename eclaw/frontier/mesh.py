@@ -13,7 +13,7 @@ again from the lesser of where it had saved reading and that base, so it reads
 again what it had not saved, and never skips a link written afresh.
 
 A process with nothing left to do may be lent requests by a busy one (see
-:class:`~eclaw.frontier.partition.PartScheduler`): they come in the same file, each line
+:class:`~eclaw.frontier.partition.PartFrontier`): they come in the same file, each line
 marked with :data:`LENT`. The lender has forgotten them, and its saved state must say so
 before the borrower may take them, or a crash of the lender would see them crawled twice:
 each lent line is read only once it is within ``A-B.commit``, the length the lender's last

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import NotSerialisable
 from eclaw.frontier.base import FORWARDED, Feed, check_request, fingerprint, host_overrides
+from eclaw.frontier.default import DefaultFrontier
 from eclaw.frontier.mesh import LENT, Mesh, read_status
-from eclaw.frontier.scheduler import DefaultScheduler
 from eclaw.frontier.serial import from_line, to_line
 from eclaw.http import Request
 from eclaw.http.urls import url_host
@@ -40,14 +40,14 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["PartScheduler"]
+__all__ = ["PartFrontier"]
 
 logger = logging.getLogger(__name__)
 _POLL = 0.005  # seconds between two looks at the other processes' files
 _LEND_EVERY = 20  # polls between two looks for an idle process to lend requests to
 
 
-class PartScheduler(DefaultScheduler):
+class PartFrontier(DefaultFrontier):
     """Process ``mesh.part``'s frontier; the start requests come from process 0."""
 
     def __init__(self, mesh: Mesh) -> None:
@@ -71,7 +71,7 @@ class PartScheduler(DefaultScheduler):
         self._queued = 0  # requests of this process's part queued so far
 
     def __repr__(self) -> str:
-        return f"PartScheduler(part {self.mesh.part + 1} of {self._count})"
+        return f"PartFrontier(part {self.mesh.part + 1} of {self._count})"
 
     @property
     def seeded(self) -> bool:

@@ -1,5 +1,5 @@
 """Per-host politeness: each host's slot (its queue, its downloads in flight, when it may start the
-next), and what a downloader tells the frontier about its hosts (:class:`Pacing`).
+next), and what a fetcher tells the frontier about its hosts (:class:`Pacing`).
 
 A host's delay counts from the moment its previous request left for the wire, not from when the
 frontier handed it out: between the two come the middlewares, a robots.txt fetch, a connection.
@@ -27,7 +27,7 @@ NO_KEY = (1 << 62, 0)  # sorts after every real (-priority, seq) key
 class Pacing(Protocol):
     """A frontier that paces hosts by what reaches the wire (the default one does).
 
-    The crawl hands it to a downloader that declares :class:`~eclaw.downloaders.base.Paced`.
+    The crawl hands it to a fetcher that declares :class:`~eclaw.fetchers.base.Paced`.
     """
 
     def sent(self, host: str) -> None:
@@ -43,7 +43,7 @@ class Pacing(Protocol):
 
 class Names(Protocol):
     """A resolver that can look a name up ahead of the download that needs it
-    (:class:`~eclaw.downloaders.dns.CachingResolver`)."""
+    (:class:`~eclaw.fetchers.dns.CachingResolver`)."""
 
     def prefetch(self, host: str, ready: Callable[[], None]) -> bool:
         """True when ``host`` needs no wait; else start its lookup, call ``ready`` when it ends, return False."""
@@ -52,8 +52,8 @@ class Names(Protocol):
 @runtime_checkable
 class Prefetching(Protocol):
     """A frontier that keeps a host's requests back while its name is looked up, so a slow name holds
-    neither a download slot nor the host's politeness turn. A downloader with a resolver of its own
-    hands it over when it opens (the crawl handed the downloader the frontier's :class:`Pacing`)."""
+    neither a download slot nor the host's politeness turn. A fetcher with a resolver of its own
+    hands it over when it opens (the crawl handed the fetcher the frontier's :class:`Pacing`)."""
 
     def resolve_with(self, names: Names) -> None: ...
 

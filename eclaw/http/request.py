@@ -20,7 +20,7 @@ class Request:
 
     Args:
         url: absolute URL; http(s) URLs are percent-escaped and IDNA-encoded.
-            Other schemes are accepted here and dropped by the scheduler.
+            Other schemes are accepted here and dropped by the frontier.
         callback: spider method (or function) receiving the ``Response``;
             ``None`` means the spider's ``parse``.
         method: HTTP method.

@@ -108,7 +108,7 @@ def _absolute_url(url: str) -> str:
     if not sep or not scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
         raise InvalidURL(f"malformed URL {url!r}: not absolute (no scheme)")
     if scheme.lower() not in ("http", "https"):
-        return url  # mailto:, data:, ... are valid requests that the scheduler drops
+        return url  # mailto:, data:, ... are valid requests that the frontier drops
     try:
         parts = urlsplit(url)
         host = parts.hostname

@@ -99,9 +99,9 @@ FETCHERS = PluginGroup(
     "eclaw.fetchers",
     "fetcher",
     {
-        "plain": "eclaw.downloaders.plain:HttpDownloader",
-        "impersonate": "eclaw.downloaders.impersonate:ImpersonateDownloader",
-        "browser": "eclaw.downloaders.browser:BrowserFetcher",
+        "plain": "eclaw.fetchers.plain:PlainFetcher",
+        "impersonate": "eclaw.fetchers.impersonate:ImpersonateFetcher",
+        "browser": "eclaw.fetchers.browser:BrowserFetcher",
     },
 )
 DISCOVERY_SOURCES = PluginGroup(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eclaw.contracts import Closes, Opens
-from eclaw.core.parts import output_options
+from eclaw.core.components import output_options
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import Records
 from eclaw.events import Event, ItemParsed

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from eclaw.exceptions import EclawError
 from eclaw.frontier.mesh import Mesh
-from eclaw.frontier.partition import PartScheduler
+from eclaw.frontier.partition import PartFrontier
 from eclaw.processes.fork import fork as fork_process
 from eclaw.settings import Settings
 from eclaw.spider import Spider
@@ -61,9 +61,9 @@ async def _crawl(job: Job, spider_cls: type[Spider], runner: Runner) -> int:
     from eclaw.engine import Engine
 
     Path(job.items).parent.mkdir(parents=True, exist_ok=True)
-    scheduler = PartScheduler(Mesh(Path(job.mesh), job.part, job.count))
+    frontier = PartFrontier(Mesh(Path(job.mesh), job.part, job.count))
     overrides = job.overrides | {"state_dir": job.state, "store": ""}
-    engine = Engine(Settings.from_env(), overrides=overrides, outputs=[job.items], scheduler=lambda: scheduler)
+    engine = Engine(Settings.from_env(), overrides=overrides, outputs=[job.items], frontier=lambda: frontier)
     stats = await runner(engine, spider_cls, job.args)
     (Path(job.mesh) / f"stats-{job.part}.json").write_text(json.dumps(stats.as_dict(), default=str))
     reason = stats.finish_reason

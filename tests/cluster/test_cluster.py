@@ -2,7 +2,7 @@
 cluster-wide, hundreds of slot releases at once, few Redis calls, a retry Redis cannot hold.
 
 The demo shop runs as ``eclaw seed`` / ``eclaw worker`` / ``eclaw status`` commands; the other
-crawls run their workers in this process (as ``eclaw worker`` runs each: a ``RedisScheduler`` of
+crawls run their workers in this process (as ``eclaw worker`` runs each: a ``RedisFrontier`` of
 its own, its own Redis client, leases and heartbeat), which spares the start of a Python process
 for each. What a worker process does (killed, Redis restarted or gone) is in test_cluster_recovery.
 One redis-server serves the module, emptied before each test."""
@@ -24,7 +24,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from eclaw import Engine, Request, Response, Settings, Spider
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from eclaw.cluster.seed import seed
 from eclaw.demo.site import expected_products
 from eclaw.exceptions import RetryRequest
@@ -100,12 +100,12 @@ async def crawl_in_process(
 ) -> list[Stats]:
     """Seed the crawl of ``spider`` (as ``eclaw seed``), then run ``workers`` workers of it to its end
     (each as ``eclaw worker`` runs one); their stats."""
-    settings = settings.replace(scheduler_url=server.url, store="")
+    settings = settings.replace(frontier_url=server.url, store="")
     await seed(make_spider(spider, args), settings)
 
     async def work(n: int) -> Stats:
-        scheduler = RedisScheduler(server.url, seed=False, worker=f"worker-{n}")
-        async with Engine(settings, scheduler=lambda: scheduler) as engine:
+        frontier = RedisFrontier(server.url, seed=False, worker=f"worker-{n}")
+        async with Engine(settings, frontier=lambda: frontier) as engine:
             return await engine.crawl(spider, **args)
 
     return list(await asyncio.gather(*(work(n) for n in range(workers))))

@@ -31,7 +31,7 @@ STATE_SPIDER = str(ROOT / "tests/state/site.py") + ":StateSpider"
 
 async def seeded(server: RedisServer, base: str) -> list[str]:
     """The state site's crawl seeded (as ``eclaw seed`` does): the command line of its workers."""
-    settings = Settings().replace(scheduler_url=server.url, store="")
+    settings = Settings().replace(frontier_url=server.url, store="")
     await seed(make_spider(StateSpider, {"base_url": base}), settings)
     return [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
 
@@ -103,7 +103,7 @@ async def test_redis_gone_for_good_pauses_the_worker_and_keeps_the_frontier(
         out, err = await asyncio.wait_for(worker.communicate(), 60)
         assert worker.returncode == 1
         assert "Redis at redis://127.0.0.1" in err.decode() and "lost" in err.decode()
-        assert "worker stopped (scheduler error)" in out.decode()
+        assert "worker stopped (frontier error)" in out.decode()
         server.start()  # the frontier is still there: a new worker finishes the crawl
         await ended(await eclaw(tmp_path, "worker", *spider))
         items = await stored_items(server, "state-site")

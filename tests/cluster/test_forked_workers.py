@@ -81,7 +81,7 @@ async def seeded(tmp: Path, server: RedisServer, base: str) -> list[str]:
     the command line of its workers."""
     (tmp / "glossary.py").write_text(SPIDER)
     spider = [str(tmp / "glossary.py"), "-a", f"base_url={base}", "--redis", server.url]
-    settings = Settings().replace(scheduler_url=server.url, store="")
+    settings = Settings().replace(frontier_url=server.url, store="")
     await seed(make_spider(load_spider(spider[0]), {"base_url": base}), settings)
     return spider
 

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from eclaw import Request, Settings, Spider
 from eclaw.cluster import lua
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from eclaw.cluster.waits import Waits
 from tests.cluster.servers import RedisServer, redis_server
 from tests.conftest import until
@@ -58,34 +58,34 @@ async def postponed(control: Redis, count: int) -> bool:
     return int((await control.info("clients"))["blocked_clients"]) >= count
 
 
-async def opened(server: RedisServer, name: str, woken: list[None]) -> RedisScheduler:
+async def opened(server: RedisServer, name: str, woken: list[None]) -> RedisFrontier:
     """A worker's frontier with its heartbeat stopped: no heartbeat rescues a missed wake here."""
-    scheduler = RedisScheduler(server.url, worker=name)
+    frontier = RedisFrontier(server.url, worker=name)
     settings = Settings(concurrency=4, concurrency_per_domain=4, download_delay=DELAY)
-    await scheduler.open(Polite(), settings, lambda: woken.append(None))
-    assert scheduler._beat is not None
-    scheduler._beat.cancel()
-    return scheduler
+    await frontier.open(Polite(), settings, lambda: woken.append(None))
+    assert frontier._beat is not None
+    frontier._beat.cancel()
+    return frontier
 
 
 async def test_a_request_falling_due_during_an_empty_lease_is_handed_out(server: RedisServer, control: Redis) -> None:
     woken: list[None] = []
-    scheduler = await opened(server, "only", woken)
+    frontier = await opened(server, "only", woken)
     try:
         for attempt in range(5):  # a fresh host an attempt: another if the machine stalled for DELAY
             url = f"http://h{attempt}.test/page"
             # a request to the host was just sent (PACE): the next may start only DELAY from now
-            await control.eval(lua.PACE, 1, f"{scheduler.prefix}next:h{attempt}.test", int(DELAY * 1000))
-            await scheduler.enqueue([Request(url)])
-            if await scheduler.next_request() is not None or len(scheduler._waits) != 1:
+            await control.eval(lua.PACE, 1, f"{frontier.prefix}next:h{attempt}.test", int(DELAY * 1000))
+            await frontier.enqueue([Request(url)])
+            if await frontier.next_request() is not None or len(frontier._waits) != 1:
                 continue  # leased, but not waiting out the delay
-            await control.publish(scheduler.prefix + "events", "work")  # another worker said: work queued
-            await until(lambda: scheduler.counts[0] > 0)
+            await control.publish(frontier.prefix + "events", "work")  # another worker said: work queued
+            await until(lambda: frontier.counts[0] > 0)
             await control.client_pause(60_000, all=False)  # scripts wait; INFO and UNPAUSE do not
             before = len(woken)
-            asking = asyncio.create_task(scheduler.next_request())
+            asking = asyncio.create_task(frontier.next_request())
             await eventually(lambda: postponed(control, 1))
-            if len(scheduler._waits) != 1:  # the request fell due before the call: what Redis holds is no LEASE
+            if len(frontier._waits) != 1:  # the request fell due before the call: what Redis holds is no LEASE
                 await control.client_unpause()
                 await asking
                 continue
@@ -96,29 +96,29 @@ async def test_a_request_falling_due_during_an_empty_lease_is_handed_out(server:
             return
         pytest.fail("the machine stalled for the host's delay five times: the interleaving was never set up")
     finally:
-        await scheduler.close()
+        await frontier.close()
 
 
 async def test_work_announced_while_a_lease_is_out_is_looked_for(server: RedisServer, control: Redis) -> None:
     """A "work" message heard before the reply of a LEASE that Redis ran before that work was queued:
     the LEASE's "nothing queued" must not erase it (the worker idled until its next heartbeat)."""
-    scheduler = await opened(server, "taker", [])
+    frontier = await opened(server, "taker", [])
     other = await opened(server, "giver", [])
     try:
         await control.client_pause(60_000, all=False)
-        scheduler.counts = (1, 0, 1)  # as a "work" message left it: worth a LEASE
-        asking = asyncio.create_task(scheduler.next_request())
+        frontier.counts = (1, 0, 1)  # as a "work" message left it: worth a LEASE
+        asking = asyncio.create_task(frontier.next_request())
         await eventually(lambda: postponed(control, 1))
         giving = asyncio.create_task(other.enqueue([Request("http://g.test/page")]))  # after the LEASE, in Redis
         await eventually(lambda: postponed(control, 2))
-        scheduler._heard("work")  # its message, delivered before the LEASE's reply
+        frontier._heard("work")  # its message, delivered before the LEASE's reply
         await control.client_unpause()
         assert await giving == [None]
         taken = await asking
         assert taken is not None and taken.url == "http://g.test/page"
     finally:
         await other.close()
-        await scheduler.close()
+        await frontier.close()
 
 
 async def test_each_delayed_request_has_a_timer_when_its_turn_comes() -> None:

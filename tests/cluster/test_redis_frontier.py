@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio
 
 from eclaw import Request, Settings, Spider
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from tests.cluster.servers import redis_server
 
 
@@ -25,28 +25,28 @@ async def test_dedupe_priority_order_and_callbacks_by_name(tmp_path: Path, dupef
     spider = Named()
     settings = Settings(dupefilter=dupefilter, concurrency=10, concurrency_per_domain=10)  # type: ignore[arg-type]
     with redis_server(tmp_path) as server:
-        scheduler = RedisScheduler(server.url)
-        await scheduler.open(spider, settings, lambda: None)
+        frontier = RedisFrontier(server.url)
+        await frontier.open(spider, settings, lambda: None)
         try:
             urls = [f"http://127.0.0.1:1/{n}" for n in range(5)]
-            reasons = await scheduler.enqueue([Request(u, callback=spider.detail) for u in urls])
+            reasons = await frontier.enqueue([Request(u, callback=spider.detail) for u in urls])
             assert reasons == [None] * 5
             again = [Request(urls[0] + "#fragment"), Request(urls[1]), Request(urls[1], dont_filter=True)]
-            assert await scheduler.enqueue(again) == ["duplicate", "duplicate", None]
-            assert await scheduler.enqueue([Request("http://127.0.0.1:1/urgent", priority=5)]) == [None]
-            taken = [await scheduler.next_request() for _ in range(7)]
+            assert await frontier.enqueue(again) == ["duplicate", "duplicate", None]
+            assert await frontier.enqueue([Request("http://127.0.0.1:1/urgent", priority=5)]) == [None]
+            taken = [await frontier.next_request() for _ in range(7)]
             assert [r.url for r in taken if r] == ["http://127.0.0.1:1/urgent", *urls, urls[1]]
             assert taken[1] is not None and taken[1].callback == spider.detail
-            assert await scheduler.next_request() is None
+            assert await frontier.next_request() is None
         finally:
-            await scheduler.close()
+            await frontier.close()
 
 
 async def test_leases_of_a_silent_worker_go_back_to_the_queue(tmp_path: Path) -> None:
     spider = Named()
     settings = Settings(lease_timeout=1.5)  # a stalled loop before first.done() must not make /a look abandoned
     with redis_server(tmp_path) as server:
-        first, second = RedisScheduler(server.url, worker="first"), RedisScheduler(server.url, worker="second")
+        first, second = RedisFrontier(server.url, worker="first"), RedisFrontier(server.url, worker="second")
         await first.open(spider, settings, lambda: None)
         await second.open(spider, settings, lambda: None)
         try:
@@ -76,22 +76,22 @@ async def test_the_shared_bloom_filter_sets_exactly_the_bits_of_each_url(tmp_pat
     settings = Settings(dupefilter_capacity=1_000_000, dupefilter_error_rate=0.001, concurrency=10)
     urls = [f"http://127.0.0.1:1/länge/{n}?q={'x' * (n % 7)}" for n in range(3000)]
     with redis_server(tmp_path) as server:
-        scheduler = RedisScheduler(server.url)
-        await scheduler.open(Named(), settings, lambda: None)
+        frontier = RedisFrontier(server.url)
+        await frontier.open(Named(), settings, lambda: None)
         raw = redis.asyncio.Redis.from_url(server.url)  # bytes, not decoded
         try:
-            assert await scheduler.enqueue([Request(u) for u in urls]) == [None] * len(urls)
-            expected = {at for url in urls for at in scheduler._marks(Request(url))[1]}
+            assert await frontier.enqueue([Request(u) for u in urls]) == [None] * len(urls)
+            expected = {at for url in urls for at in frontier._marks(Request(url))[1]}
             assert len(expected) > 25_000  # 10 bits a URL, 14.4 million bits: few shared
-            stored = await raw.get(scheduler.prefix + "bloom") or b""
+            stored = await raw.get(frontier.prefix + "bloom") or b""
             assert int.from_bytes(stored, "big").bit_count() == len(expected)
             assert all(stored[at // 8] >> (7 - at % 8) & 1 for at in expected)  # SETBIT counts from the left
             fresh = [Request(f"http://127.0.0.1:1/other/{n}") for n in range(500)]
-            assert await scheduler.add_seen(fresh) == [True] * 500  # at 0.1 %, none taken for a duplicate
-            assert await scheduler.add_seen(fresh[:3]) == [False] * 3
+            assert await frontier.add_seen(fresh) == [True] * 500  # at 0.1 %, none taken for a duplicate
+            assert await frontier.add_seen(fresh[:3]) == [False] * 3
         finally:
             await raw.aclose()
-            await scheduler.close()
+            await frontier.close()
 
 
 async def test_the_filter_bench_runs_each_filter_through_the_frontier(tmp_path: Path) -> None:
@@ -112,13 +112,13 @@ async def test_workers_share_a_busy_hosts_slots_and_none_starves(tmp_path: Path)
     spider = Named()
     settings = Settings(concurrency=4, concurrency_per_domain=4)
     with redis_server(tmp_path) as server:
-        first, second = RedisScheduler(server.url, worker="first"), RedisScheduler(server.url, worker="second")
+        first, second = RedisFrontier(server.url, worker="first"), RedisFrontier(server.url, worker="second")
         await first.open(spider, settings, lambda: None)
         await second.open(spider, settings, lambda: None)
         try:
             await first.enqueue([Request(f"http://127.0.0.1:1/{n}") for n in range(12)])
 
-            async def take(worker: RedisScheduler) -> list[Request]:
+            async def take(worker: RedisFrontier) -> list[Request]:
                 taken = []
                 while (request := await worker.next_request()) is not None:
                     taken.append(request)

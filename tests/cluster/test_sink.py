@@ -17,7 +17,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from eclaw import Request, Settings, Spider
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from eclaw.security.redact import Redactor
 from eclaw.stats import Stats
 from eclaw.testing import serve
@@ -105,8 +105,8 @@ class Crawl(SimpleNamespace):
 
 class Leased(NamedTuple):
     server: RedisServer
-    scheduler: RedisScheduler
-    redis: Any  # the scheduler's client
+    frontier: RedisFrontier
+    redis: Any  # the frontier's client
     request: Request
     sink: Any  # its ClusterSink
     crawl: Crawl
@@ -117,18 +117,18 @@ async def leased(tmp: Path, spider: Spider, settings: Settings) -> AsyncIterator
     """A real redis-server, a worker ``w`` on it, a request it leased, and its sink opened on a
     stand-in crawl."""
     with redis_server(tmp) as server:
-        scheduler = RedisScheduler(server.url, worker="w")
-        await scheduler.open(spider, settings, lambda: None)
+        frontier = RedisFrontier(server.url, worker="w")
+        await frontier.open(spider, settings, lambda: None)
         try:
             crawl = Crawl(spider)
-            sink = scheduler.outputs()["redis"]
+            sink = frontier.outputs()["redis"]
             await sink.open(crawl)  # type: ignore[attr-defined]
-            await scheduler.enqueue([Request("http://127.0.0.1:1/town")])
-            request = await scheduler.next_request()
-            assert request is not None and scheduler.redis is not None
-            yield Leased(server, scheduler, scheduler.redis, request, sink, crawl)
+            await frontier.enqueue([Request("http://127.0.0.1:1/town")])
+            request = await frontier.next_request()
+            assert request is not None and frontier.redis is not None
+            yield Leased(server, frontier, frontier.redis, request, sink, crawl)
         finally:
-            await scheduler.close()
+            await frontier.close()
 
 
 async def test_an_item_written_while_redis_was_away_is_written_again_before_its_lease_ends(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ async def test_an_item_written_while_redis_was_away_is_written_again_before_its_
         await worker.sink.process_item({"town": "Πάτρα"}, spider)  # its pipeline fails: Redis is down
         await asyncio.sleep(0.1)
         worker.server.start()
-        await worker.scheduler.done(worker.request)
+        await worker.frontier.done(worker.request)
         items = list((await worker.redis.hgetall("eclaw:towns:items")).values())
         leases = await worker.redis.zcard("eclaw:towns:leases:w")
     assert [json.loads(text) for text in items] == [{"town": "Πάτρα"}]
@@ -150,7 +150,7 @@ async def test_an_item_redis_refuses_is_dead_lettered_and_its_request_still_ends
     async with leased(tmp_path, spider, Settings()) as worker:
         await worker.redis.set("eclaw:towns:items", "not a hash")  # every HSETNX: WRONGTYPE
         await worker.sink.process_item({"town": "Βόλος"}, spider)
-        await worker.scheduler.done(worker.request)
+        await worker.frontier.done(worker.request)
         leases = await worker.redis.zcard("eclaw:towns:leases:w")
     assert worker.crawl.dead == [([{"town": "Βόλος"}], "ResponseError")]
     assert leases == 0
@@ -172,7 +172,7 @@ async def test_a_lease_waits_for_its_own_items_not_for_those_still_coming(tmp_pa
             await asyncio.sleep(0)
         waited = loop.time() - started
         await sink.confirm()
-        await worker.scheduler.done(worker.request)
+        await worker.frontier.done(worker.request)
         stored = await worker.redis.hlen("eclaw:towns:items")
     assert waited < 5, waited  # not the 10 s the items would keep coming (an fsync'd write takes ms)
     assert stored == n + 1

@@ -12,7 +12,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from eclaw import Request, Settings, Spider
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from tests.cluster.servers import RedisServer, redis_server
 
 
@@ -28,11 +28,11 @@ class Worker:
     ``heard`` lists each message its subscription delivered (a probe is listed, not passed on)."""
 
     def __init__(self, url: str, name: str) -> None:
-        self.scheduler = RedisScheduler(url, seed=False, worker=name)
+        self.frontier = RedisFrontier(url, seed=False, worker=name)
         self.woken = asyncio.Event()
         self.heard: list[str] = []
         self.probed = asyncio.Event()
-        passed_on = self.scheduler._heard
+        passed_on = self.frontier._heard
 
         def heard(message: str) -> None:
             self.heard.append(message)
@@ -41,12 +41,12 @@ class Worker:
             else:
                 passed_on(message)
 
-        self.scheduler._heard = heard  # type: ignore[method-assign]  # read when open() subscribes
+        self.frontier._heard = heard  # type: ignore[method-assign]  # read when open() subscribes
 
     async def open(self, settings: Settings) -> None:
-        await self.scheduler.open(Catalogue(), settings, self.woken.set)
-        assert self.scheduler._beat is not None
-        self.scheduler._beat.cancel()  # no heartbeats from here on
+        await self.frontier.open(Catalogue(), settings, self.woken.set)
+        assert self.frontier._beat is not None
+        self.frontier._beat.cancel()  # no heartbeats from here on
         self.woken.clear()
 
     async def told(self) -> None:
@@ -59,7 +59,7 @@ class Worker:
         before = len(self.heard)
         self.probed.clear()
         async with Redis.from_url(url) as client:
-            await client.publish(self.scheduler.prefix + "events", PROBE)
+            await client.publish(self.frontier.prefix + "events", PROBE)
         await asyncio.wait_for(self.probed.wait(), 30)
         return self.heard[before : before + self.heard[before:].index(PROBE)]
 
@@ -67,7 +67,7 @@ class Worker:
 @asynccontextmanager
 async def two_workers(server: RedisServer) -> AsyncIterator[tuple[Worker, Worker]]:
     settings = Settings(concurrency=4, concurrency_per_domain=4)
-    seeder = RedisScheduler(server.url, seed=True, worker="seed")
+    seeder = RedisFrontier(server.url, seed=True, worker="seed")
     await seeder.open(Catalogue(), settings, lambda: None)
     await seeder.enqueue([Request("http://127.0.0.1:1/start")])
     await seeder.close()
@@ -77,45 +77,45 @@ async def two_workers(server: RedisServer) -> AsyncIterator[tuple[Worker, Worker
     try:
         yield first, second
     finally:
-        await second.scheduler.close()
-        await first.scheduler.close()
+        await second.frontier.close()
+        await first.frontier.close()
 
 
 async def test_an_idle_worker_hears_of_new_work_and_of_the_end(tmp_path: Path) -> None:
     with redis_server(tmp_path) as server:
         async with two_workers(server) as (first, second):
-            start = await first.scheduler.next_request()
+            start = await first.frontier.next_request()
             assert start is not None
-            assert await second.scheduler.next_request() is None  # nothing left: "second" idles
-            assert second.scheduler.pending() == 1  # ... while "first" holds the start page
+            assert await second.frontier.next_request() is None  # nothing left: "second" idles
+            assert second.frontier.pending() == 1  # ... while "first" holds the start page
 
-            await first.scheduler.enqueue([Request("http://127.0.0.1:1/a"), Request("http://127.0.0.1:1/b")])
+            await first.frontier.enqueue([Request("http://127.0.0.1:1/a"), Request("http://127.0.0.1:1/b")])
             await second.told()  # the links landed in an empty queue
-            link = await second.scheduler.next_request()
+            link = await second.frontier.next_request()
             assert link is not None and link.url == "http://127.0.0.1:1/a"
-            later = await first.scheduler.next_request()
+            later = await first.frontier.next_request()
             assert later is not None and later.url == "http://127.0.0.1:1/b"
 
-            await first.scheduler.done(start)
-            await first.scheduler.done(later)
+            await first.frontier.done(start)
+            await first.frontier.done(later)
             assert await second.heard_since(server.url) == []  # "second" still holds /a: not the end
             assert not second.woken.is_set()
-            await second.scheduler.done(link)  # the crawl's last lease
+            await second.frontier.done(link)  # the crawl's last lease
             await first.told()
             await second.told()
-            assert first.scheduler.pending() == 0 and second.scheduler.pending() == 0
+            assert first.frontier.pending() == 0 and second.frontier.pending() == 0
 
 
 async def test_wake_ups_come_back_after_redis_restarts(tmp_path: Path) -> None:
     with redis_server(tmp_path) as server:
         async with two_workers(server) as (first, second):
-            start = await first.scheduler.next_request()
-            assert start is not None and await second.scheduler.next_request() is None
+            start = await first.frontier.next_request()
+            assert start is not None and await second.frontier.next_request() is None
             server.stop()  # its append-only file keeps the frontier
             await asyncio.sleep(0.3)
             server.start()
             await second.told()  # subscribed again: it asks Redis at once, in case it missed something
-            await first.scheduler.enqueue([Request("http://127.0.0.1:1/after")])
+            await first.frontier.enqueue([Request("http://127.0.0.1:1/after")])
             await second.told()
-            taken = await second.scheduler.next_request()
+            taken = await second.frontier.next_request()
             assert taken is not None and taken.url == "http://127.0.0.1:1/after"

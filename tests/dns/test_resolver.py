@@ -18,8 +18,8 @@ from aiohttp import web
 
 from bench import dns_relay
 from eclaw import Request, Spider
-from eclaw.downloaders.dns import CachingResolver, connector_options
 from eclaw.exceptions import DnsError
+from eclaw.fetchers.dns import CachingResolver, connector_options
 from eclaw.settings import Settings
 from eclaw.testing import collect, serve
 

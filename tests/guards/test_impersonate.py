@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from eclaw import Request, Response, Settings, Spider
-from eclaw.downloaders.router import fetcher_of, host_fetchers
+from eclaw.fetchers.router import fetcher_of, host_fetchers
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
 

@@ -10,8 +10,8 @@ import pytest_asyncio
 from aiohttp import web
 
 from eclaw import Request, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ResponseTooLarge
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.http.wire import Received, decoder_for
 from eclaw.testing import serve
 
@@ -64,27 +64,27 @@ async def site():
         yield base
 
 
-async def _downloader(**settings: object) -> HttpDownloader:
-    downloader = HttpDownloader()
-    await downloader.open(Local(), Settings(max_response_size=1024 * 1024, **settings))  # type: ignore[arg-type]
-    return downloader
+async def _fetcher(**settings: object) -> PlainFetcher:
+    fetcher = PlainFetcher()
+    await fetcher.open(Local(), Settings(max_response_size=1024 * 1024, **settings))  # type: ignore[arg-type]
+    return fetcher
 
 
 async def test_off_by_default(site: str) -> None:
-    downloader = await _downloader()
+    fetcher = await _fetcher()
     try:
-        response = await downloader.fetch(Request(f"{site}/gzip"))
+        response = await fetcher.fetch(Request(f"{site}/gzip"))
     finally:
-        await downloader.close()
+        await fetcher.close()
     assert response.body == PAGE and response.received is None
 
 
 async def test_meta_flag_keeps_the_wire_bytes_and_raw_headers(site: str) -> None:
-    downloader = await _downloader()
+    fetcher = await _fetcher()
     try:
-        response = await downloader.fetch(Request(f"{site}/gzip", meta={"keep_received": True}))
+        response = await fetcher.fetch(Request(f"{site}/gzip", meta={"keep_received": True}))
     finally:
-        await downloader.close()
+        await fetcher.close()
     received = response.received
     assert isinstance(received, Received)
     assert response.body == PAGE  # decoded as always
@@ -101,34 +101,34 @@ async def test_meta_flag_keeps_the_wire_bytes_and_raw_headers(site: str) -> None
 
 
 async def test_setting_keeps_and_follows_redirects_to_the_final_hop(site: str) -> None:
-    downloader = await _downloader(keep_received=True)
+    fetcher = await _fetcher(keep_received=True)
     try:
-        response = await downloader.fetch(Request(f"{site}/moved"))
-        posted = await downloader.fetch(Request(f"{site}/echo", method="POST", body=b"x=1"))
+        response = await fetcher.fetch(Request(f"{site}/moved"))
+        posted = await fetcher.fetch(Request(f"{site}/echo", method="POST", body=b"x=1"))
     finally:
-        await downloader.close()
+        await fetcher.close()
     assert response.received is not None and response.received.request.url == f"{site}/gzip"
     assert posted.received is not None and posted.received.request.body == b"x=1"
     assert posted.received.body == b"x=1" == posted.body  # not encoded: the same bytes, no copy
 
 
 async def test_raw_deflate_is_decoded(site: str) -> None:
-    downloader = await _downloader(keep_received=True)
+    fetcher = await _fetcher(keep_received=True)
     try:
-        response = await downloader.fetch(Request(f"{site}/raw-deflate"))
+        response = await fetcher.fetch(Request(f"{site}/raw-deflate"))
     finally:
-        await downloader.close()
+        await fetcher.close()
     assert response.body == PAGE and response.received is not None
     assert zlib.decompress(response.received.body, wbits=-15) == PAGE
 
 
 async def test_gzip_bomb_is_cut_off_after_decoding(site: str) -> None:
-    downloader = await _downloader(keep_received=True)
+    fetcher = await _fetcher(keep_received=True)
     try:
         with pytest.raises(ResponseTooLarge, match="decoded body over max_response_size"):
-            await downloader.fetch(Request(f"{site}/bomb"))
+            await fetcher.fetch(Request(f"{site}/bomb"))
     finally:
-        await downloader.close()
+        await fetcher.close()
 
 
 async def test_decoder_bounds_output_chunk_by_chunk() -> None:

@@ -14,8 +14,8 @@ import pytest_asyncio
 from aiohttp import web
 
 from eclaw import Request, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import ResponseTooLarge
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.testing import serve
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -68,17 +68,17 @@ class Sink:
 
 
 async def test_a_request_streams_its_body_to_a_sink_under_its_own_bound(site: str) -> None:
-    downloader = HttpDownloader()
-    await downloader.open(Spider(name="s"), Settings(max_response_size=1000))
+    fetcher = PlainFetcher()
+    await fetcher.open(Spider(name="s"), Settings(max_response_size=1000))
     try:
         sink = Sink()
         meta = {"stream_to": sink, "max_response_size": 2 * MB}
-        response = await downloader.fetch(Request(f"{site}/small.bin", meta=meta))
+        response = await fetcher.fetch(Request(f"{site}/small.bin", meta=meta))
         assert response.status == 200 and response.body == b"" and b"".join(sink.chunks) == CHUNK
         with pytest.raises(ResponseTooLarge):
-            await downloader.fetch(Request(f"{site}/small.bin", meta={"stream_to": Sink()}))  # the setting's bound
+            await fetcher.fetch(Request(f"{site}/small.bin", meta={"stream_to": Sink()}))  # the setting's bound
     finally:
-        await downloader.close()
+        await fetcher.close()
 
 
 async def test_a_200_mb_file_is_stored_at_flat_rss(site: str, tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ def test_in_process_the_registry_sees_it_after_a_refresh(tmp_path: Path, monkeyp
 
 
 def test_built_ins_are_entry_points_too() -> None:
-    from eclaw.downloaders.router import FETCHERS
+    from eclaw.fetchers.router import FETCHERS
     from eclaw.outputs.registry import COMPRESSIONS, DESTINATIONS
 
     assert {"jsonl", "json", "csv", "sqlite", "parquet"} <= set(FORMATS.names())

@@ -16,7 +16,7 @@ import pytest
 from redis.asyncio import Redis
 
 from eclaw import ConfigError, Engine, Request, Response, Spider
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from eclaw.discovery import Rule
 from eclaw.events import ItemStored
 from eclaw.settings import Settings
@@ -244,13 +244,13 @@ class Shared(Spider):
 async def test_a_tampered_redis_entry_naming_an_undeclared_callback_is_refused(
     tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The worker that leases it stops cleanly (``scheduler error``) with one line naming the callback
+    """The worker that leases it stops cleanly (``frontier error``) with one line naming the callback
     and the spider; the request stays in Redis (nothing is lost), and nothing of it was called."""
     CALLED.clear()
     async with serve(make_app(delay=0.0)) as base:
         with redis_server(tmp_path) as server:
-            settings = Settings(scheduler_url=server.url)
-            seeder = RedisScheduler(server.url, worker="seed")
+            settings = Settings(frontier_url=server.url)
+            seeder = RedisFrontier(server.url, worker="seed")
             spider = Shared()
             await seeder.open(spider, settings, lambda: None)
             try:
@@ -266,8 +266,8 @@ async def test_a_tampered_redis_entry_naming_an_undeclared_callback_is_refused(
                 await redis.hset(key, mapping=tampered)  # type: ignore[arg-type]
             finally:
                 await redis.aclose()
-            stats = await _crawl(tmp_path, Shared, scheduler_url=server.url)
-    assert stats.finish_reason == "scheduler error" and stats.requests_parsed == 0
+            stats = await _crawl(tmp_path, Shared, frontier_url=server.url)
+    assert stats.finish_reason == "frontier error" and stats.requests_parsed == 0
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and errors[0].exc_info is None, errors  # one line, no traceback
     message = errors[0].getMessage()

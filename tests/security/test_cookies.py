@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from eclaw import Request, Response, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.sessions.jars import CookieJars
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
@@ -106,15 +106,15 @@ async def test_host_only_cookies_stay_on_their_host_also_after_a_restore() -> No
 
 
 async def fetch_all(jars: CookieJars, proxy: str, *urls: str) -> None:
-    """Fetch ``urls`` in turn with the plain downloader keeping cookies in ``jars``, through ``proxy``."""
-    downloader = HttpDownloader()
-    downloader.use_cookies(jars)
-    await downloader.open(Walker(), QUIET)
+    """Fetch ``urls`` in turn with the plain fetcher keeping cookies in ``jars``, through ``proxy``."""
+    fetcher = PlainFetcher()
+    fetcher.use_cookies(jars)
+    await fetcher.open(Walker(), QUIET)
     try:
         for url in urls:
-            await downloader.fetch(Request(url, meta={"proxy": proxy}))
+            await fetcher.fetch(Request(url, meta={"proxy": proxy}))
     finally:
-        await downloader.close()
+        await fetcher.close()
 
 
 # -- Secure, and the __Secure- and __Host- prefixes ---------------------------------------

@@ -22,7 +22,7 @@ from aiohttp import web
 from eclaw import Request, Settings
 from eclaw.frontier.base import Feed
 from eclaw.frontier.mesh import LENT, Mesh
-from eclaw.frontier.partition import PartScheduler
+from eclaw.frontier.partition import PartFrontier
 from eclaw.testing import serve
 from tests.children import forked
 from tests.conftest import until
@@ -35,12 +35,12 @@ SPIDER = str(ROOT / "tests/state/lopsided.py") + ":WordSpider"
 
 async def parts_of(urls: list[str]) -> list[int]:
     """The process whose part of a two-process crawl each URL is (what every process of it says)."""
-    scheduler = PartScheduler(Mesh(Path(tempfile.mkdtemp()), 0, 2))
-    await scheduler.open(lopsided.WordSpider(), Settings(), lambda: None)
+    frontier = PartFrontier(Mesh(Path(tempfile.mkdtemp()), 0, 2))
+    await frontier.open(lopsided.WordSpider(), Settings(), lambda: None)
     try:
-        return [scheduler.owner(Request(url)) for url in urls]
+        return [frontier.owner(Request(url)) for url in urls]
     finally:
-        await scheduler.close()
+        await frontier.close()
 
 
 class Site:
@@ -211,15 +211,15 @@ async def test_what_is_lent_is_readable_once_a_checkpoint_on_disk_holds_it_as_le
     """With ``--state`` the lender asks for a checkpoint, and its borrower may read what was lent only
     once that checkpoint (which no longer holds the requests as its own) is on disk."""
     spider, settings = lopsided.WordSpider(base_url="http://a.test"), Settings(concurrency=2)
-    lender, borrower = PartScheduler(Mesh(tmp_path, 0, 2)), PartScheduler(Mesh(tmp_path, 1, 2))
+    lender, borrower = PartFrontier(Mesh(tmp_path, 0, 2)), PartFrontier(Mesh(tmp_path, 1, 2))
     lent: list[Request] = []
     saves: list[int] = []
 
     async def nothing(requests: list[Request]) -> None:
         return None
 
-    for scheduler in (lender, borrower):
-        await scheduler.open(spider, settings, lambda: None)
+    for frontier in (lender, borrower):
+        await frontier.open(spider, settings, lambda: None)
     marked = {f"http://a.test/kotoba/{n}" for n in range(150, 200)}  # made their redirect's page seen
 
     def movable(request: Request) -> bool:
@@ -243,19 +243,19 @@ async def test_what_is_lent_is_readable_once_a_checkpoint_on_disk_holds_it_as_le
         lines, _ = borrower.mesh.arrivals()[0]
         assert [line.split(b"\t")[0] for line in lines] == [LENT + r.url.encode() for r in lent]
     finally:
-        for scheduler in (lender, borrower):
-            await scheduler.close()
+        for frontier in (lender, borrower):
+            await frontier.close()
 
 
 async def test_a_process_given_work_while_its_idle_handlers_ran_is_not_idle(tmp_path: Path) -> None:
     """Links that came in while the crawl's ``EngineIdle`` handlers ran are queued: ``idle`` returns at
     once, so the process does not say it is idle (and the crawl end) with them still to fetch."""
-    scheduler = PartScheduler(Mesh(tmp_path, 0, 2))
-    await scheduler.open(lopsided.WordSpider(base_url="http://a.test"), Settings(), lambda: None)
+    frontier = PartFrontier(Mesh(tmp_path, 0, 2))
+    await frontier.open(lopsided.WordSpider(base_url="http://a.test"), Settings(), lambda: None)
     try:
         urls = [f"http://a.test/kotoba/{n}" for n in range(20)]
-        own = [Request(url) for url in urls if scheduler.owner(Request(url)) == 0]
-        await scheduler.enqueue(own)
-        await asyncio.wait_for(scheduler.idle(), 1.0)
+        own = [Request(url) for url in urls if frontier.owner(Request(url)) == 0]
+        await frontier.enqueue(own)
+        await asyncio.wait_for(frontier.idle(), 1.0)
     finally:
-        await scheduler.close()
+        await frontier.close()

@@ -20,7 +20,7 @@ import pytest
 
 from eclaw import Request, Settings
 from eclaw.frontier.mesh import Mesh
-from eclaw.frontier.partition import PartScheduler
+from eclaw.frontier.partition import PartFrontier
 from eclaw.processes.crawl import sweep_scratch
 from eclaw.testing import serve
 from tests.children import children_of
@@ -242,25 +242,25 @@ async def test_kills_at_random_moments_of_a_crawl_of_redirects_lose_and_double_n
 def test_every_process_names_the_same_owner_and_a_paced_host_has_one() -> None:
     async def owners() -> None:
         settings = Settings(concurrency_per_domain=8, host_delay="slow.test=1", host_concurrency="one.test=1")
-        schedulers = []
+        frontiers = []
         for part in (0, 1):
-            scheduler = PartScheduler(Mesh(Path(tempfile.mkdtemp()), part, 2))
-            await scheduler.open(ChainSpider(), settings, lambda: None)
-            schedulers.append(scheduler)
+            frontier = PartFrontier(Mesh(Path(tempfile.mkdtemp()), part, 2))
+            await frontier.open(ChainSpider(), settings, lambda: None)
+            frontiers.append(frontier)
         try:
             urls = [f"http://a.test/p/{n}?b=2&a=1" for n in range(200)]
-            owners = [{s.owner(Request(url)) for s in schedulers} for url in urls]
+            owners = [{s.owner(Request(url)) for s in frontiers} for url in urls]
             assert all(len(found) == 1 for found in owners)  # the same answer in both processes
             spread = [found.pop() for found in owners]
             assert 60 < spread.count(0) < 140  # a shared host's pages go to both
             same = [Request(url.replace("?b=2&a=1", "?a=1&b=2#top")) for url in urls]  # duplicates of them
-            assert [schedulers[0].owner(r) for r in same] == spread
+            assert [frontiers[0].owner(r) for r in same] == spread
             for host in ("slow.test", "one.test"):  # paced as a whole: one process has all its pages
-                assert len({schedulers[0].owner(Request(f"http://{host}/{n}")) for n in range(50)}) == 1
-            assert schedulers[0]._limits.get("a.test", schedulers[0]._per_host) == 4  # its share of 8
+                assert len({frontiers[0].owner(Request(f"http://{host}/{n}")) for n in range(50)}) == 1
+            assert frontiers[0]._limits.get("a.test", frontiers[0]._per_host) == 4  # its share of 8
         finally:
-            for scheduler in schedulers:
-                await scheduler.close()
+            for frontier in frontiers:
+                await frontier.close()
 
     asyncio.run(owners())
 

@@ -1,11 +1,7 @@
-"""The browser fetcher (``eclaw[browser]``): pages rendered by headless Chromium through Playwright.
+"""Deprecated: this module moved to ``eclaw.fetchers.browser``; the old path goes in the next release."""
 
-``Request(url, render=True)`` (or a spider's ``fetcher = "browser"``) sends a request here;
-its page actions are declared in ``meta["browser"]`` (see :func:`actions`). Playwright is
-imported only when the fetcher opens, so eclaw imports without the extra.
-"""
+# eclaw-rename: keep file (an alias of a module that moved)
 
-from eclaw.downloaders.browser.actions import Plan, actions
-from eclaw.downloaders.browser.fetcher import BrowserFetcher, find_chromium
+from eclaw._deprecated import moved
 
-__all__ = ["BrowserFetcher", "Plan", "actions", "find_chromium"]
+__getattr__ = moved(__name__, "eclaw.fetchers.browser")

@@ -1,11 +1,10 @@
-"""The HTTP downloader against a local fault site."""
+"""The HTTP fetcher against a local fault site."""
 
 from __future__ import annotations
 
 import pytest
 
 from eclaw import IgnoreRequest, Request, Settings, Spider
-from eclaw.downloaders.plain import HttpDownloader
 from eclaw.exceptions import (
     ConnectError,
     ConnectionLost,
@@ -16,6 +15,7 @@ from eclaw.exceptions import (
     TruncatedResponse,
     UnsupportedRedirect,
 )
+from eclaw.fetchers.plain import PlainFetcher
 from eclaw.testing import serve
 from tests.sites import fault_app
 
@@ -28,15 +28,15 @@ class Local(Spider):
 @pytest.fixture
 async def fetch():
     async with serve(fault_app()) as base:
-        downloader = HttpDownloader()
-        await downloader.open(Local(), Settings(max_redirects=5, read_timeout=0.5, max_response_size=1024 * 1024))
+        fetcher = PlainFetcher()
+        await fetcher.open(Local(), Settings(max_redirects=5, read_timeout=0.5, max_response_size=1024 * 1024))
 
         async def get(path: str, **kwargs):
-            return await downloader.fetch(Request(base + path, **kwargs))
+            return await fetcher.fetch(Request(base + path, **kwargs))
 
         get.base = base  # type: ignore[attr-defined]
         yield get
-        await downloader.close()
+        await fetcher.close()
 
 
 async def test_redirect_chain_is_followed_and_recorded(fetch) -> None:
@@ -113,10 +113,10 @@ async def test_status_codes_are_returned(fetch) -> None:
 
 
 async def test_connection_refused_is_connect_error() -> None:
-    downloader = HttpDownloader()
-    await downloader.open(Local(), Settings(connect_timeout=2))
+    fetcher = PlainFetcher()
+    await fetcher.open(Local(), Settings(connect_timeout=2))
     try:
         with pytest.raises(ConnectError, match="cannot connect"):
-            await downloader.fetch(Request("http://127.0.0.1:9/"))  # discard port: nothing listens
+            await fetcher.fetch(Request("http://127.0.0.1:9/"))  # discard port: nothing listens
     finally:
-        await downloader.close()
+        await fetcher.close()

@@ -1,4 +1,4 @@
-"""Scheduler: filters, dedupe, order and politeness; URL fingerprints."""
+"""Frontier: filters, dedupe, order and politeness; URL fingerprints."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from eclaw import Request, Response, Settings, Spider
 from eclaw.frontier.base import fingerprint
+from eclaw.frontier.default import DefaultFrontier
 from eclaw.frontier.dupefilter import BloomDupeFilter, SetDupeFilter
-from eclaw.frontier.scheduler import DefaultScheduler
 from eclaw.http.urls import canonical_url
 
 
@@ -24,10 +24,10 @@ class Site(Spider):
         return None
 
 
-async def opened(**settings: Any) -> DefaultScheduler:
-    scheduler = DefaultScheduler()
-    await scheduler.open(Site(), Settings(**settings), lambda: None)
-    return scheduler
+async def opened(**settings: Any) -> DefaultFrontier:
+    frontier = DefaultFrontier()
+    await frontier.open(Site(), Settings(**settings), lambda: None)
+    return frontier
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_bloom_filter_is_small_per_million() -> None:
 
 
 async def test_filters_and_reasons() -> None:
-    scheduler = await opened(max_depth=2, max_url_length=60)
+    frontier = await opened(max_depth=2, max_url_length=60)
     cases = {
         "http://shop.test/ok": None,
         "http://shop.test/ok#again": "duplicate",
@@ -98,54 +98,54 @@ async def test_filters_and_reasons() -> None:
         "http://shop.test/" + "x" * 80: "url too long",
     }
     for url, reason in cases.items():
-        assert await scheduler.enqueue([Request(url)]) == [reason], url
-    assert await scheduler.enqueue([Request("http://shop.test/deep", depth=3)]) == ["max depth"]
-    assert await scheduler.enqueue([Request("http://shop.test/ok", dont_filter=True)]) == [None]
-    assert await scheduler.enqueue([Request("http://other.test/", dont_filter=True)]) == [None]
-    assert scheduler.pending() == 4
+        assert await frontier.enqueue([Request(url)]) == [reason], url
+    assert await frontier.enqueue([Request("http://shop.test/deep", depth=3)]) == ["max depth"]
+    assert await frontier.enqueue([Request("http://shop.test/ok", dont_filter=True)]) == [None]
+    assert await frontier.enqueue([Request("http://other.test/", dont_filter=True)]) == [None]
+    assert frontier.pending() == 4
 
 
 async def test_priority_then_fifo() -> None:
-    scheduler = await opened(concurrency_per_domain=100, concurrency=100)
+    frontier = await opened(concurrency_per_domain=100, concurrency=100)
     for n, priority in enumerate([0, 5, 0, 5, -1]):
-        await scheduler.enqueue([Request(f"http://shop.test/{n}", priority=priority)])
+        await frontier.enqueue([Request(f"http://shop.test/{n}", priority=priority)])
     order = []
-    while (request := await scheduler.next_request()) is not None:
+    while (request := await frontier.next_request()) is not None:
         order.append(request.url.rsplit("/", 1)[1])
     assert order == ["1", "3", "0", "2", "4"]
 
 
 async def test_global_and_per_domain_slots() -> None:
-    scheduler = DefaultScheduler()
+    frontier = DefaultFrontier()
     spider = Site(allowed_domains=[])
-    await scheduler.open(spider, Settings(concurrency=3, concurrency_per_domain=2), lambda: None)
+    await frontier.open(spider, Settings(concurrency=3, concurrency_per_domain=2), lambda: None)
     for host in ("a.test", "b.test"):
         for n in range(3):
-            await scheduler.enqueue([Request(f"http://{host}/{n}")])
-    got = [await scheduler.next_request() for _ in range(4)]
+            await frontier.enqueue([Request(f"http://{host}/{n}")])
+    got = [await frontier.next_request() for _ in range(4)]
     hosts = [r.url.split("/")[2] for r in got if r is not None]
     assert len(hosts) == 3 and hosts.count("a.test") <= 2 and hosts.count("b.test") <= 2
     first = next(r for r in got if r is not None)
-    await scheduler.release(first)
-    assert await scheduler.next_request() is not None
-    assert scheduler.pending() == 2
+    await frontier.release(first)
+    assert await frontier.next_request() is not None
+    assert frontier.pending() == 2
 
 
 async def test_download_delay_spaces_requests_and_wakes() -> None:
     woken = asyncio.Event()
-    scheduler = DefaultScheduler()
-    await scheduler.open(Site(), Settings(download_delay=0.2), woken.set)
-    await scheduler.enqueue([Request("http://shop.test/1")])
-    await scheduler.enqueue([Request("http://shop.test/2")])
-    first = await scheduler.next_request()
+    frontier = DefaultFrontier()
+    await frontier.open(Site(), Settings(download_delay=0.2), woken.set)
+    await frontier.enqueue([Request("http://shop.test/1")])
+    await frontier.enqueue([Request("http://shop.test/2")])
+    first = await frontier.next_request()
     assert first is not None
-    assert await scheduler.next_request() is None  # delay not elapsed
+    assert await frontier.next_request() is None  # delay not elapsed
     loop = asyncio.get_running_loop()
     started = loop.time()
     await asyncio.wait_for(woken.wait(), 2)
     assert loop.time() - started >= 0.15
-    assert await scheduler.next_request() is not None
-    await scheduler.close()
+    assert await frontier.next_request() is not None
+    await frontier.close()
 
 
 def test_recent_set_is_bounded_and_exact() -> None:
@@ -159,9 +159,9 @@ def test_recent_set_is_bounded_and_exact() -> None:
 
 
 async def test_repeats_beyond_the_recent_window_are_still_duplicates() -> None:
-    scheduler = DefaultScheduler()
-    await scheduler.open(Site(), Settings(concurrency=1000, concurrency_per_domain=1000), lambda: None)
-    scheduler._recent.size = 5  # force the exact window to roll over
+    frontier = DefaultFrontier()
+    await frontier.open(Site(), Settings(concurrency=1000, concurrency_per_domain=1000), lambda: None)
+    frontier._recent.size = 5  # force the exact window to roll over
     urls = [f"http://shop.test/{n}" for n in range(50)]
-    assert await scheduler.enqueue([Request(u) for u in urls]) == [None] * 50
-    assert await scheduler.enqueue([Request(u + "#x") for u in urls]) == ["duplicate"] * 50
+    assert await frontier.enqueue([Request(u) for u in urls]) == [None] * 50
+    assert await frontier.enqueue([Request(u + "#x") for u in urls]) == ["duplicate"] * 50

@@ -1,5 +1,5 @@
 """What one crawl is made of, assembled from the engine's configuration, the spider and the crawl's
-settings: the frontier, the downloader, middlewares, pipelines, outputs, the saved state, watchers."""
+settings: the frontier, the fetcher, middlewares, pipelines, outputs, the saved state, watchers."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eclaw.cluster.frontier import RedisScheduler
+from eclaw.cluster.frontier import RedisFrontier
 from eclaw.contracts import ItemPipeline, Middleware, Resumable, Watcher
 from eclaw.core.budgets import Budgets
 from eclaw.core.parser import Parser
 from eclaw.core.pipeline import as_pipeline
 from eclaw.core.state import CrawlState
-from eclaw.downloaders.base import Downloader
 from eclaw.exceptions import ConfigError
-from eclaw.frontier.base import Scheduler
-from eclaw.frontier.scheduler import DefaultScheduler
+from eclaw.fetchers.base import Fetcher
+from eclaw.frontier.base import Frontier
+from eclaw.frontier.default import DefaultFrontier
 from eclaw.middlewares import Defaults, defaults
 from eclaw.observe.metrics import Metrics
 from eclaw.observe.quality import RunRecorder
@@ -32,17 +32,17 @@ from eclaw.spider import Spider
 from eclaw.storage.paths import resolve_path
 from eclaw.storage.store import RunLog, last_finished_start
 
-__all__ = ["Assembly", "CrawlParts", "per_crawl"]
+__all__ = ["ComponentFactory", "CrawlComponents", "per_crawl"]
 
 
 @dataclass
-class CrawlParts:
-    """One crawl's parts; ``outputs`` by name (a path's, or the object's ``repr``)."""
+class CrawlComponents:
+    """One crawl's components; ``outputs`` by name (a path's, or the object's ``repr``)."""
 
     spider: Spider
     settings: Settings
-    scheduler: Scheduler
-    downloader: Downloader
+    frontier: Frontier
+    fetcher: Fetcher
     parser: Parser
     middlewares: list[Middleware]
     pipelines: list[ItemPipeline]
@@ -55,8 +55,8 @@ class CrawlParts:
         """What a checkpoint saves the position of, by name: resumable pipelines, the outputs, the files of
         record; and what it saves the contents of: the cookie jars, resumable middlewares (the session pool)."""
         named: dict[str, Resumable] = {"cookies": self.cookies} if self.cookies is not None else {}
-        if isinstance(self.scheduler, Resumable):  # a process of a crawl on several: its files to the others
-            named["frontier"] = self.scheduler
+        if isinstance(self.frontier, Resumable):  # a process of a crawl on several: its files to the others
+            named["frontier"] = self.frontier
         for index, middleware in enumerate(self.middlewares):
             if isinstance(middleware, Resumable):  # declared by the middleware
                 named[f"middleware {index}: {middleware!r}"] = middleware
@@ -70,15 +70,15 @@ class CrawlParts:
 
 
 @dataclass
-class Assembly:
+class ComponentFactory:
     """The engine's configuration of its crawls (see :class:`eclaw.Engine` for each field)."""
 
     middlewares: list[Any] | None
     pipelines: list[Any]
     outputs: list[Any]
     store: str | Path | None
-    scheduler: Callable[[], Scheduler]
-    downloader: Callable[[], Downloader]
+    frontier: Callable[[], Frontier]
+    fetcher: Callable[[], Fetcher]
     parser: Parser
 
     def check(self, settings: Settings) -> None:
@@ -94,21 +94,21 @@ class Assembly:
                     raise ConfigError(f"output {output} is given twice")
                 names.add(str(output))
 
-    def parts(self, spider: Spider, settings: Settings, extra: dict[str, ItemPipeline]) -> CrawlParts:
+    def build(self, spider: Spider, settings: Settings, extra: dict[str, ItemPipeline]) -> CrawlComponents:
         self._recrawl_sitemaps(spider, settings)
-        scheduler = self._scheduler(settings)
-        outputs = self._outputs(spider, settings) | scheduler.outputs() | extra
+        frontier = self._frontier(settings)
+        outputs = self._outputs(spider, settings) | frontier.outputs() | extra
         pipelines = [*per_crawl(spider.pipelines, "pipeline"), *per_crawl(self.pipelines, "pipeline", copy=False)]
-        return CrawlParts(
+        return CrawlComponents(
             spider=spider,
             settings=settings,
-            scheduler=scheduler,
-            downloader=self.downloader(),
+            frontier=frontier,
+            fetcher=self.fetcher(),
             parser=self.parser,
             middlewares=[*self._middlewares(settings), *per_crawl(spider.middlewares, "middleware")],
             pipelines=[as_pipeline(p) for p in pipelines],
             outputs=outputs,
-            state=_state(spider, settings, scheduler, outputs),
+            state=_state(spider, settings, frontier, outputs),
             watchers=self._watchers(settings),
             cookies=CookieJars() if settings.cookies else None,
         )
@@ -121,10 +121,10 @@ class Assembly:
         if started is not None:
             spider.sitemap_since = dt.datetime.fromtimestamp(started, dt.UTC)
 
-    def _scheduler(self, settings: Settings) -> Scheduler:
-        if settings.scheduler_url and self.scheduler is DefaultScheduler:
-            return RedisScheduler(settings.scheduler_url)
-        return self.scheduler()
+    def _frontier(self, settings: Settings) -> Frontier:
+        if settings.frontier_url and self.frontier is DefaultFrontier:
+            return RedisFrontier(settings.frontier_url)
+        return self.frontier()
 
     def _outputs(self, spider: Spider, settings: Settings) -> dict[str, ItemPipeline]:
         """A fresh exporter per path (checked writable for this spider), the objects given."""
@@ -180,12 +180,12 @@ def output_options(settings: Settings) -> dict[str, Any]:
 
 
 def _state(
-    spider: Spider, settings: Settings, scheduler: Scheduler, outputs: dict[str, ItemPipeline]
+    spider: Spider, settings: Settings, frontier: Frontier, outputs: dict[str, ItemPipeline]
 ) -> CrawlState | None:
     if not settings.state_dir:
         return None
-    if scheduler.shared:
-        raise ConfigError(f"state_dir does not apply to {scheduler!r}: a shared frontier keeps the crawl's state")
+    if frontier.shared:
+        raise ConfigError(f"state_dir does not apply to {frontier!r}: a shared frontier keeps the crawl's state")
     for output in outputs.values():
         if not isinstance(output, Resumable):
             raise ConfigError(

@@ -1,0 +1,1 @@
+"""Fetchers: one ``Fetcher`` protocol, one fetcher per way of fetching a page."""
