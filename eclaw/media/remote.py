@@ -172,11 +172,12 @@ def outbox_for(store: str) -> Outbox | None:
 
 def local_root(store: str, spider: str, state_dir: str | Path | None) -> Path:
     """The local folder of ``files_store``: itself for a path or ``file://``; for a URI, a folder
-    named after it in ``state_dir`` (else in ``eclaw-data/{spider}``)."""
+    named after it in ``state_dir`` (else in ``eclaw-data/{spider}``). Absolute, fixed when the crawl
+    starts: a later change of the process's working directory moves nothing."""
     if _URL.match(store) is None:
-        return Path(store)
+        return Path(store).absolute()
     if store.lower().startswith("file://"):
-        return Path(unquote(urlsplit(store).path))
+        return Path(unquote(urlsplit(store).path)).absolute()
     base = Path(state_dir) if state_dir else Path("eclaw-data") / spider
     name = hashlib.sha256(redact_url(store).encode()).hexdigest()[:16]
-    return base / f"files-{name}"
+    return (base / f"files-{name}").absolute()

@@ -253,8 +253,9 @@ async def test_files_go_to_an_ftp_server_in_folders_it_makes(site: Any, tmp_path
     (tmp_path / "ftp" / "files").mkdir(parents=True)
     with ftp_server(str(tmp_path / "ftp")) as address:
         store = f"ftp://eclaw:s3cret@{address}/files"
+        root = local_root(store, "listed", None)  # now: the FTP server in this process chdirs it (pyftpdlib)
         [item], _ = await collect(Listed, settings=Settings(files_store=store, store=""), base=base, files="/f/3.pdf")
     [stored] = item["files"]
     assert stored["status"] == "downloaded"
     assert (tmp_path / "ftp" / "files" / stored["path"]).read_bytes() == content("3.pdf")
-    assert stray_files(store) == []
+    assert [p for p in root.rglob("*") if p.is_file() and not p.name.startswith("index.sqlite")] == []

@@ -366,7 +366,13 @@ async def test_no_planted_secret_in_a_killed_runs_spools_and_state(servers: Serv
     async with serve(site(gate)) as base:
         process = await start(servers, work, base, *outputs(servers, ftp_name, table), proxy=False)
         spools = work / "tmp" / "eclaw-spool"
-        await until(lambda: any(p.stat().st_size for p in spools.glob("*")) and (work / "state").exists(), process)
+        saved = f"ftp://eclaw:***@{servers.ftp}/{ftp_name}".encode()  # a checkpoint saved the FTP output's place
+
+        def checkpointed() -> bool:
+            state = [p for p in (work / "state").rglob("*") if p.is_file()] if (work / "state").exists() else []
+            return any(saved in p.read_bytes() for p in state)
+
+        await until(lambda: any(p.stat().st_size for p in spools.glob("*")) and checkpointed(), process)
         os.kill(process.pid, signal.SIGKILL)
         await process.wait()
         gate.set()
