@@ -38,14 +38,13 @@ from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.api import Destination, OutputSpec, Sink
-from eclaw.outputs.spool import Spool
+from eclaw.outputs.spool import PART_SIZE, PartedSpool
 from eclaw.security.redact import redact_url
 
 __all__ = ["GCS", "PART_SIZE", "GCSDestination", "GCSSink"]
 
 logger = logging.getLogger(__name__)
 
-PART_SIZE = 5 * 1024 * 1024
 """The least bytes a checkpoint sends as one part (fewer wait in the spool for the next one)."""
 COMPOSE_SOURCES = 32
 """GCS's most source objects of one ``compose`` call."""
@@ -113,7 +112,7 @@ def _reason(error: BaseException) -> str:
     return _first_line(text) or type(error).__name__
 
 
-class GCSSink(Spool):
+class GCSSink(PartedSpool):
     """One GCS object: a local spool, parts sent at checkpoints, composed into the object at the end."""
 
     exactly_once = True
@@ -122,12 +121,7 @@ class GCSSink(Spool):
         super().__init__(location, spool, truncate=truncate)
         self.bucket, self.retry = bucket, retry
         _, self.key = _split(location)
-        self._sent = 0  # spool bytes already in parts
         self._parts: list[dict[str, Any]] = []
-
-    def _read(self, start: int, end: int) -> bytes:
-        assert self._fd is not None, "sink closed"
-        return os.pread(self._fd, end - start, start)
 
     def _state(self) -> dict[str, Any]:
         return {"spool": str(self.spool), "size": self._size, "sent": self._sent, "parts": list(self._parts)}
@@ -144,15 +138,6 @@ class GCSSink(Spool):
         await self._call(self.bucket.blob(name).upload_from_string, body, content_type=_CONTENT_TYPE)
         self._parts.append({"name": name, "end": end})
         self._sent = end
-
-    async def commit(self) -> dict[str, Any]:
-        await self._sync()
-        if self._size - self._sent >= PART_SIZE:
-            try:
-                await self._send_part(self._size)
-            except OSError as error:  # kept in the (fsynced) spool: the next commit or a resumed run sends it
-                logger.warning("%s; %d bytes kept in the spool for the next checkpoint", error, self._size - self._sent)
-        return self._state()
 
     async def resume(self, saved: dict[str, Any]) -> None:
         self._cut_back(int(saved["size"]))

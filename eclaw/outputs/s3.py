@@ -31,14 +31,13 @@ from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.api import Destination, OutputSpec, Sink
-from eclaw.outputs.spool import Spool
+from eclaw.outputs.spool import PART_SIZE, PartedSpool
 from eclaw.security.redact import redact_url
 
-__all__ = ["S3", "S3Destination", "S3Sink"]
+__all__ = ["PART_SIZE", "S3", "S3Destination", "S3Sink"]
 
 logger = logging.getLogger(__name__)
 
-PART_SIZE = 5 * 1024 * 1024
 """S3's least size of a part (all but the last)."""
 
 
@@ -79,7 +78,7 @@ def _reason(error: BaseException) -> str:
     return redact_url(str(error).splitlines()[0] if str(error) else type(error).__name__)
 
 
-class S3Sink(Spool):
+class S3Sink(PartedSpool):
     """One S3 object: a local spool, parts sent at checkpoints, the object completed at the end."""
 
     exactly_once = True
@@ -88,13 +87,8 @@ class S3Sink(Spool):
         super().__init__(location, spool, truncate=truncate)
         self.client = client
         self.bucket, self.key = _split(location)
-        self._sent = 0  # spool bytes already in parts
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
-
-    def _read(self, start: int, end: int) -> bytes:
-        assert self._fd is not None, "sink closed"
-        return os.pread(self._fd, end - start, start)
 
     def _state(self) -> dict[str, Any]:
         return {"spool": str(self.spool), "size": self._size, "sent": self._sent,
@@ -116,15 +110,6 @@ class S3Sink(Spool):
                                 PartNumber=number, Body=body)  # fmt: skip
         self._parts.append({"PartNumber": number, "ETag": sent["ETag"], "end": end})
         self._sent = end
-
-    async def commit(self) -> dict[str, Any]:
-        await self._sync()
-        if self._size - self._sent >= PART_SIZE:
-            try:
-                await self._send_part(self._size)
-            except OSError as error:  # kept in the (fsynced) spool: the next commit or a resumed run sends it
-                logger.warning("%s; %d bytes kept in the spool for the next checkpoint", error, self._size - self._sent)
-        return self._state()
 
     async def resume(self, saved: dict[str, Any]) -> None:
         self._cut_back(int(saved["size"]))

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 
 from eclaw.exceptions import ConfigError
 from eclaw.security.redact import redact_url
 
-__all__ = ["Spool"]
+__all__ = ["PART_SIZE", "PartedSpool", "Spool"]
+
+logger = logging.getLogger(__name__)
+
+PART_SIZE = 5 * 1024 * 1024  # the bytes a checkpoint waits for before it sends them as one part (S3's least)
 
 
 class Spool:
@@ -52,3 +59,37 @@ class Spool:
                               " remove the state directory to start over")  # fmt: skip
         os.ftruncate(self._fd, size)
         self._size = size
+
+
+class PartedSpool(Spool, ABC):
+    """A spool delivered in parts of at least :data:`PART_SIZE` bytes, one at a checkpoint when there are
+    enough (S3's multipart upload, GCS's composed objects): what each destination sends its own way."""
+
+    part_size = PART_SIZE
+
+    def __init__(self, location: str, spool: Path, *, truncate: bool) -> None:
+        super().__init__(location, spool, truncate=truncate)
+        self._sent = 0  # spool bytes already in parts
+
+    def _read(self, start: int, end: int) -> bytes:
+        assert self._fd is not None, "sink closed"
+        return os.pread(self._fd, end - start, start)
+
+    async def commit(self) -> dict[str, Any]:
+        """At a checkpoint: the spool made durable, the bytes not yet sent sent as a part if there are
+        enough of them (if the destination fails, they wait in the spool); what to save to resume."""
+        await self._sync()
+        if self._size - self._sent >= self.part_size:
+            try:
+                await self._send_part(self._size)
+            except OSError as error:  # kept in the (fsynced) spool: the next commit or a resumed run sends it
+                logger.warning("%s; %d bytes kept in the spool for the next checkpoint", error, self._size - self._sent)
+        return self._state()
+
+    @abstractmethod
+    async def _send_part(self, end: int) -> None:
+        """Send the spool's bytes from ``_sent`` to ``end`` as one part (OSError: the destination failed)."""
+
+    @abstractmethod
+    def _state(self) -> dict[str, Any]:
+        """What a resumed run needs to go on (saved with the checkpoint)."""

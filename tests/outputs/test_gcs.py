@@ -160,8 +160,8 @@ async def test_remove_takes_back_a_batch_begun_after_the_checkpoint(endpoint: st
 
 
 async def test_many_parts_are_composed_in_stages(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gcs, "PART_SIZE", 1000)  # GCS composes objects of any size: 70 small parts
     _, sink = sink_for("many.jsonl")
+    monkeypatch.setattr(sink, "part_size", 1000)  # GCS composes objects of any size: 70 small parts
     chunks = [os.urandom(1000) for _ in range(70)]
     for chunk in chunks:
         sink.write(chunk)
@@ -184,7 +184,7 @@ async def test_a_failed_commit_keeps_the_bytes_for_the_next(
         sink.write(data)
     saved = await sink.commit()  # the server is gone: one line, the bytes kept
     assert saved["parts"] == [] and saved["size"] == len(data)
-    said = [r.getMessage() for r in caplog.records if r.name == "eclaw.outputs.gcs"]
+    said = [r.getMessage() for r in caplog.records if r.name == "eclaw.outputs.spool"]
     assert len(said) == 1 and said[0].startswith(f"output gs://items/later.jsonl: cannot reach 127.0.0.1:{port}"), said
     with gcs_emulator(port) as url:  # back (the emulator's memory is empty: the bucket made again)
         await sink.commit()

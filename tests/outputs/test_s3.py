@@ -143,7 +143,7 @@ async def test_a_failed_commit_keeps_the_bytes_for_the_next(caplog: pytest.LogCa
         sink.write(data)
     saved = await sink.commit()  # the server is gone: one line, the bytes kept
     assert saved["parts"] == [] and saved["size"] == len(data)
-    said = [r.getMessage() for r in caplog.records if r.name == "eclaw.outputs.s3"]
+    said = [r.getMessage() for r in caplog.records if r.name == "eclaw.outputs.spool"]
     assert len(said) == 1 and said[0].startswith("output s3://items/later.jsonl: "), said
     with moto_server(port) as url:  # back (moto's memory is empty: the bucket made again)
         s3_client(url).create_bucket(Bucket="items")  # type: ignore[attr-defined]
