@@ -16,11 +16,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The dev and docs extras (mkdocs: make docs, and the suite: tests/test_docs_quality.py builds the site) in one pip
-# run: one resolution, one editable build with the venv's own setuptools (no isolated build env to fill), and no
-# byte-compiling of every installed module (an import compiles what it uses): about a third of the CPU of three runs.
+# run: one resolution, one editable build with the venv's own setuptools (no isolated build env to fill). Installed
+# modules are byte-compiled here, not at import: a dependency's old SyntaxWarning would fail the suite (warnings are errors).
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=77" wheel
-	$(BIN)/python -m pip install -q --no-compile --no-build-isolation -e '.[dev,docs]'
+	$(BIN)/python -m pip install -q --no-build-isolation -e '.[dev,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)

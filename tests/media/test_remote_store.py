@@ -167,8 +167,9 @@ async def test_a_file_sent_but_not_struck_off_is_sent_once_and_an_orphan_removed
         path.parent.mkdir(parents=True)
         path.write_bytes(path.name.encode())
     import sqlite3
+    from contextlib import closing
 
-    with sqlite3.connect(root / "index.sqlite") as db:
+    with closing(sqlite3.connect(root / "index.sqlite")) as db, db:  # a connection's `with` commits, never closes
         db.execute("INSERT INTO outbox VALUES ('full/ab/abc.bin')")
     client.put_object(Bucket="crash", Key="m/full/ab/abc.bin", Body=b"abc.bin")  # sent before the kill
     store = FileStore(root, outbox=outbox_for("s3://crash/m"))
