@@ -214,7 +214,8 @@ async def test_a_page_that_never_finishes_fails_as_a_timeout_with_a_screenshot(b
     items, stats = await collect(BoxOffice, settings=Settings(store="", retries=0))
     assert items == [] and stats.failed_by_reason == {"timeout": 1}
     [failure] = read_jsonl(record_file("box-office", "failures"))
-    assert "wait_for '.done' not done within 1s" in failure["error"]
+    # the step that ran out of the 1 s is named: the wait for '.done', or (a loaded machine) the navigation itself
+    assert any(f"{step} not done within 1s" in failure["error"] for step in ("wait_for '.done'", "navigation"))
     shot = Path(failure["error"].rpartition("(screenshot: ")[2].rstrip(")"))
     assert shot.parent == Path("eclaw-data/box-office/screenshots")
     assert read_bytes(shot).startswith(b"\x89PNG") and len(read_bytes(shot)) > 1000
