@@ -211,17 +211,7 @@ class PlainFetcher:
                 timeout=self._timeout_of(request),
                 auto_decompress=kept is None,
             ) as resp:
-                self._hops.received(request, url, resp.headers)
-                location = resp.headers.get("Location")
-                if resp.status in REDIRECTS and location and self._follows(request, resp.status):
-                    if kept is not None:  # the hop's exchange too, its body read (bounded) as a 200's is
-                        await self._read_wire(resp, url, method, body, kept)
-                    return resp.status, resp.headers, b"", location
-                if kept is not None:
-                    data = await self._read_wire(resp, url, method, body, kept)
-                else:
-                    data = await self._read_body(resp, url, request)
-                return resp.status, resp.headers, data, self._refresh(request, url, resp, data)
+                return await self._answer(resp, request, url, method, body, kept)
         except DownloadError:
             raise
         except self._socks.errors as exc:
@@ -248,6 +238,28 @@ class PlainFetcher:
             raise DownloadError(f"download of {url} failed: {_short(exc)}") from exc
         except ValueError as exc:  # aiohttp refusing the request itself (conflicting auth, bad header...)
             raise BadRequest(f"cannot send {url}: {_short(exc)}") from exc
+
+    async def _answer(
+        self,
+        resp: aiohttp.ClientResponse,
+        request: Request,
+        url: str,
+        method: str,
+        body: bytes,
+        kept: list[Received] | None,
+    ) -> Hop:
+        """One hop's answer: a redirect to follow (its Location), or the page, its body read."""
+        self._hops.received(request, url, resp.headers)
+        location = resp.headers.get("Location")
+        if resp.status in REDIRECTS and location and self._follows(request, resp.status):
+            if kept is not None:  # the hop's exchange too, its body read (bounded) as a 200's is
+                await self._read_wire(resp, url, method, body, kept)
+            return resp.status, resp.headers, b"", location
+        if kept is not None:
+            data = await self._read_wire(resp, url, method, body, kept)
+        else:
+            data = await self._read_body(resp, url, request)
+        return resp.status, resp.headers, data, self._refresh(request, url, resp, data)
 
     async def _send(
         self, session: aiohttp.ClientSession, method: str, url: str, **options: Any
