@@ -7,11 +7,16 @@ dropped; headings, lists, tables and code blocks are kept.
 Bounds: the decoded HTML is cut at ``max_chars`` (:data:`MAX_HTML_CHARS`, 2 million characters)
 before it is parsed, so a huge page costs a bounded parse (about a second on one core for the
 largest page of the Python documentation, 0.7 MB); such a page is marked ``truncated``.
+
+One extraction at a time in the process: trafilatura run from two threads at once corrupts native
+memory (a ``double free`` abort, seen here with two markdown outputs extracting in ``to_thread``;
+adbar/trafilatura#840 and #925), so :func:`extract_page` holds a process-wide lock around it.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +38,7 @@ _BOILERPLATE_ROLES = frozenset({"navigation", "contentinfo", "complementary", "s
 _DEFINITIONS = {"dl": "div", "dt": "p", "dd": "div"}
 _PERMALINK_TEXTS = frozenset({"¶", "#", "§", "🔗"})
 _LANGUAGE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
+_ONE_AT_A_TIME = threading.Lock()  # trafilatura is not thread-safe (see the module's docstring)
 
 
 class HtmlPage(Protocol):
@@ -94,20 +100,21 @@ def extract_page(page: HtmlPage, *, max_chars: int = MAX_HTML_CHARS) -> Page:
     truncated = len(html) > max_chars
     if truncated:
         html = html[:max_chars]
-    tree = load_html(html) if html.strip() else None
-    document: Any = None
-    if tree is None:
-        title = ""
-    else:
-        _simplify(tree)
-        title = _title(tree)  # before extraction, which takes the tree apart
-        document = trafilatura.bare_extraction(
-            tree, url=page.url, output_format="python", include_comments=False, include_tables=True,
-            include_formatting=True, favor_recall=True, with_metadata=False,  # its metadata: 3/4 of the time
-        )  # fmt: skip
-    body = text = ""
-    if document is not None and document.body is not None:
-        body, text = _nfc(xmltotxt(document.body, True)), _nfc(xmltotxt(document.body, False))
+    with _ONE_AT_A_TIME:
+        tree = load_html(html) if html.strip() else None
+        document: Any = None
+        if tree is None:
+            title = ""
+        else:
+            _simplify(tree)
+            title = _title(tree)  # before extraction, which takes the tree apart
+            document = trafilatura.bare_extraction(
+                tree, url=page.url, output_format="python", include_comments=False, include_tables=True,
+                include_formatting=True, favor_recall=True, with_metadata=False,  # its metadata: 3/4 of the time
+            )  # fmt: skip
+        body = text = ""
+        if document is not None and document.body is not None:
+            body, text = _nfc(xmltotxt(document.body, True)), _nfc(xmltotxt(document.body, False))
     language = _declared_language(html, page.headers)
     markdown = Markdown(clean_markdown(body), url=page.url, title=title, language=language)
     return Page(url=page.url, title=title, language=language, markdown=markdown, text=text, truncated=truncated)

@@ -12,10 +12,11 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import pytest_asyncio
@@ -32,11 +33,12 @@ ROOT = Path(__file__).parents[2]
 SPIDER = str(Path(__file__).with_name("site.py")) + ":DocsSpider"
 
 
-async def start(*args: str, cwd: Path) -> asyncio.subprocess.Process:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+async def start(*args: str, cwd: Path, log: IO[bytes] | None = None) -> asyncio.subprocess.Process:
+    """The crawl in a process of its own; its output piped, or into ``log`` when nobody will read the pipes."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}  # a native abort: tracebacks
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "eclaw", "crawl", SPIDER, "-s", "store=", "--log-level", "ERROR", *args,
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=cwd, env=env, stdout=log or subprocess.PIPE, stderr=log or subprocess.PIPE,
     )  # fmt: skip
 
 
@@ -138,12 +140,18 @@ async def test_secrets_are_redacted(crawled: Crawled) -> None:
     assert "Your API token is ***" in account["markdown"]
 
 
-async def wait_for(condition: Callable[[], bool]) -> None:
-    for _ in range(3000):  # a minute at most
-        if condition():
-            return
+async def wait_for(condition: Callable[[], bool], process: asyncio.subprocess.Process, log: Path) -> None:
+    """Until ``condition`` holds while ``process`` runs (two minutes at most); its log in the failure if it ends."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        if process.returncode is not None or time.monotonic() > deadline:
+            ended = "timed out" if process.returncode is None else f"the crawl ended ({process.returncode}) first"
+            raise AssertionError(f"{ended}: {tail(log)}")
         await asyncio.sleep(0.02)
-    raise AssertionError("timed out")
+
+
+def tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
 
 
 def size(path: Path) -> int:
@@ -155,8 +163,10 @@ async def test_sigkill_twice_then_resume_writes_each_page_once(site: str, crawle
                "-o", "pages.md.jsonl", "-o", "pages:markdown", "-s", "checkpoint_interval=0.1"]  # fmt: skip
     jsonl = tmp_path / "pages.md.jsonl"
     for threshold in (60_000, 250_000):
-        process = await start(*options, cwd=tmp_path)
-        await wait_for(lambda threshold=threshold: size(jsonl) >= threshold)  # type: ignore[misc]
+        log = tmp_path / f"killed-at-{threshold}.log"
+        with log.open("wb") as out:  # a pipe nobody reads would stall the crawl once it is full
+            process = await start(*options, cwd=tmp_path, log=out)
+            await wait_for(lambda threshold=threshold: size(jsonl) >= threshold, process, log)  # type: ignore[misc]
         process.kill()  # SIGKILL: no clean-up of any kind
         assert await process.wait() == -signal.SIGKILL  # killed mid-crawl, not finished
     await crawl(*options, cwd=tmp_path)
