@@ -5,10 +5,7 @@ Against tests/devsite.py, a library catalogue in ISO-8859-1 (not the demo shop).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +23,7 @@ from eclaw.observe.snapshots import Snapshots, load_snapshot
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_jsonl, record_file
 from tests.devsite import Catalogue
+from tests.inprocess import eclaw_inprocess
 
 BOOKS_SPIDER = """
     from eclaw import Request, Spider
@@ -59,15 +57,6 @@ async def site() -> AsyncIterator[tuple[str, Catalogue]]:
         yield base, catalogue
 
 
-async def eclaw(*args: str, wait: float = 60) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(process.communicate(), wait)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 def listing(folder: Path) -> list[Path]:
     return sorted(folder.iterdir())
 
@@ -87,15 +76,15 @@ async def test_fetch_goes_through_the_spiders_middlewares_and_prints_status_head
     base, catalogue = site
     agent = 'name = "books"\n        user_agent = "Librarian/1.0"'
     spider = spider_file(tmp_path, BOOKS_SPIDER.replace('name = "books"', agent))
-    code, out, err = await eclaw("fetch", f"{base}/book/1", "--spider", spider, "--headers")
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/book/1", "--spider", spider, "--headers")
     assert code == 0, err
     assert "> User-Agent: Librarian/1.0" in out  # the request as the UserAgent middleware sent it
     assert f"200 {base}/book/1" in out and "Content-Type: text/html; charset=iso-8859-1" in out
     assert catalogue.agents[-1] == "Librarian/1.0"
-    code, out, err = await eclaw("fetch", f"{base}/book/1")
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/book/1")
     assert code == 0, err
     assert "<h1>Les Misérables</h1>" in out  # decoded from ISO-8859-1
-    code, out, err = await eclaw("fetch", f"{base}/binary.pdf", "-o", str(tmp_path / "doc.pdf"))
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/binary.pdf", "-o", str(tmp_path / "doc.pdf"))
     assert code == 0, err
     assert (tmp_path / "doc.pdf").read_bytes() == b"%PDF-1.4 binary\x00\x01"
     assert "17 bytes written to" in out
@@ -130,7 +119,9 @@ def test_bad_input_is_one_line_and_exit_2(
 async def test_parse_prints_items_and_requests_depth_by_depth(site: tuple[str, Catalogue], tmp_path: Path) -> None:
     base, catalogue = site
     spider = spider_file(tmp_path)
-    code, out, err = await eclaw("parse", f"{base}/shelf/2", "--spider", spider, "-a", "base_url=x", "--depth", "2")
+    code, out, err = await eclaw_inprocess(
+        "parse", f"{base}/shelf/2", "--spider", spider, "-a", "base_url=x", "--depth", "2"
+    )
     assert code == 0, err + out
     assert f">>> depth 1: {base}/shelf/2 (parse)" in out
     assert f"GET {base}/book/4  -> parse_book" in out
@@ -142,12 +133,12 @@ async def test_parse_prints_items_and_requests_depth_by_depth(site: tuple[str, C
 async def test_parse_names_what_is_wrong_and_exits_1(site: tuple[str, Catalogue], tmp_path: Path) -> None:
     base, _ = site
     spider = spider_file(tmp_path)
-    code, out, _ = await eclaw("parse", f"{base}/book/gone", "--spider", spider, "-c", "parse_book")
+    code, out, _ = await eclaw_inprocess("parse", f"{base}/book/gone", "--spider", spider, "-c", "parse_book")
     assert code == 1
     assert "no items, where the spider expects some (expect_items)" in out
-    code, out, _ = await eclaw("parse", f"{base}/shelf/9", "--spider", spider)
+    code, out, _ = await eclaw_inprocess("parse", f"{base}/shelf/9", "--spider", spider)
     assert code == 1 and "failed: http 404" in out  # the callback would not run in a crawl either
-    code, out, _ = await eclaw(
+    code, out, _ = await eclaw_inprocess(
         "parse", f"{base}/book/3", "--spider", spider, "-c", "parse_book", "--meta", '{"expect_items": false}'
     )
     assert code == 0 and '"Niels Lyhne"' in out
@@ -178,13 +169,13 @@ async def test_record_then_replay_finds_no_difference_offline_then_names_each_ch
 ) -> None:
     base, catalogue = site
     spider = spider_file(tmp_path)
-    code, out, err = await eclaw(
+    code, out, err = await eclaw_inprocess(
         "crawl", spider, "-a", f"base_url={base}", "--record", "rec/{spider}", "-s", "store=", "-q", "-o", "items.jsonl"
     )
     assert code == 0, err
     assert "eclaw replay" in out and (tmp_path / "rec/books/http-cache.sqlite").exists()
     hits = dict(catalogue.hits)
-    code, out, err = await eclaw("replay", spider, "--from", "rec/books")
+    code, out, err = await eclaw_inprocess("replay", spider, "--from", "rec/books")
     assert code == 0, out + err
     assert "8 pages (8 recorded), 5 items (5 recorded)" in out and "no differences" in out
     assert catalogue.hits == hits  # offline: not one request reached the site
@@ -193,7 +184,7 @@ async def test_record_then_replay_finds_no_difference_offline_then_names_each_ch
         .replace('yield from response.follow_all(css="a[rel=next]")', "")  # pagination lost
         .replace('"author": response.css("dd.author::text").get(),', '"author": response.css("dd.writer::text").get(),')
     )
-    code, out, err = await eclaw("replay", spider_file(tmp_path, changed, "books2.py"), "--from", "rec/books")
+    code, out, err = await eclaw_inprocess("replay", spider_file(tmp_path, changed, "books2.py"), "--from", "rec/books")
     assert code == 1, out + err
     assert f"~ dict #1 of {base}/book/1\n      author: 'Victor Hugo' -> None\n      price: 12.5 -> 1250.0" in out
     assert f"- GET {base}/shelf/2  (from {base}/shelf/1)" in out  # the next link is no longer followed

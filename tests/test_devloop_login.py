@@ -16,8 +16,8 @@ import pytest
 
 from eclaw.cli.main import main
 from eclaw.testing import serve
+from tests.inprocess import eclaw_inprocess
 from tests.sessionsite import Notebook
-from tests.test_cli import eclaw
 from tests.test_devloop import spider_file
 
 MEMBER_SPIDER = """
@@ -54,17 +54,17 @@ async def test_fetch_and_parse_with_the_state_of_a_paused_crawl_see_the_members_
     base, site = notebook
     spider = spider_file(tmp_path, MEMBER_SPIDER, "member.py")
     state = str(tmp_path / "state")
-    code, out, err = await eclaw("crawl", spider, "-a", f"base={base}", "--state", state, "-o", "notes.jsonl")
+    code, out, err = await eclaw_inprocess("crawl", spider, "-a", f"base={base}", "--state", state, "-o", "notes.jsonl")
     assert code == 0, err
     assert "crawl paused: state saved in" in out and site.logins == {"alice": 1}
 
-    code, out, err = await eclaw("fetch", f"{base}/notes", "--spider", spider, "--state", state)
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/notes", "--spider", spider, "--state", state)
     assert code == 0, err
     assert "alice's notebook" in out and f"200 {base}/notes" in out  # not sent back to /login
-    code, out, err = await eclaw("fetch", f"{base}/notes", "--state", state)  # no spider: the folder is enough
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/notes", "--state", state)  # no spider: the folder does
     assert code == 0, err
     assert "alice's notebook" in out
-    code, out, err = await eclaw("fetch", f"{base}/notes")
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/notes")
     assert code == 0, err
     assert "Sign in" in out and "alice's notebook" not in out  # without the session: the login form
 
@@ -77,7 +77,7 @@ async def test_fetch_and_parse_with_the_state_of_a_paused_crawl_see_the_members_
     assert shell.returncode == 0, err_bytes.decode()
     assert "who: alice" in out_bytes.decode() + err_bytes.decode()
 
-    code, out, err = await eclaw(
+    code, out, err = await eclaw_inprocess(
         "parse", f"{base}/notes", "--spider", spider, "--state", state, "-c", "notebook", "-d", "2"
     )
     assert code == 0, err
@@ -90,12 +90,12 @@ async def test_fetch_with_a_netscape_cookie_file_or_a_json_one(notebook: tuple[s
     site.sessions["s3cr3t"] = "bob"  # a session bob's browser holds
     netscape = tmp_path / "cookies.txt"
     netscape.write_text("# Netscape HTTP Cookie File\n#HttpOnly_127.0.0.1\tFALSE\t/\tFALSE\t0\tsid\ts3cr3t\n")
-    code, out, err = await eclaw("fetch", f"{base}/notes", "--cookies", str(netscape))
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/notes", "--cookies", str(netscape))
     assert code == 0, err
     assert "bob's notebook" in out
     playwright = tmp_path / "state.json"
     playwright.write_text(json.dumps({"cookies": [{"name": "sid", "value": "s3cr3t", "domain": "127.0.0.1"}]}))
-    code, out, err = await eclaw("fetch", f"{base}/note/bob/1", "--cookies", str(playwright))
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/note/bob/1", "--cookies", str(playwright))
     assert code == 0, err
     assert "bob's note 1" in out
 
@@ -106,11 +106,12 @@ async def test_login_runs_the_spiders_start_until_its_form_is_answered(
 ) -> None:
     base, site = notebook
     spider = spider_file(tmp_path, MEMBER_SPIDER, "member.py")
-    code, out, err = await eclaw("fetch", f"{base}/notes", "--spider", spider, "-a", f"base={base}", "--login")
+    login = ("--spider", spider, "-a", f"base={base}", "--login")
+    code, out, err = await eclaw_inprocess("fetch", f"{base}/notes", *login)
     assert code == 0, err
     assert "alice's notebook" in out and f"200 {base}/notes" in out
     assert site.logins == {"alice": 1}  # one login, then the page: the login crawl stopped at its answer
-    code, out, err = await eclaw(
+    code, out, err = await eclaw_inprocess(
         "parse", f"{base}/notes", "--spider", spider, "-a", f"base={base}", "--login", "-c", "notebook", "-d", "2"
     )
     assert code == 0, err
@@ -133,10 +134,10 @@ async def test_login_of_a_spider_without_a_form_or_without_a_spider_is_one_line_
         def parse(self, response):
             yield {"title": response.css("title::text").get()}
     """, "reader.py")  # fmt: skip
-    code, _, err = await eclaw("fetch", f"{base}/notes", "--spider", formless, "--login")
+    code, _, err = await eclaw_inprocess("fetch", f"{base}/notes", "--spider", formless, "--login")
     assert code == 2
     assert err.strip().splitlines()[-1].endswith("it has no login to run; use --state or --cookies")
-    code, _, err = await eclaw("fetch", f"{base}/notes", "--login")
+    code, _, err = await eclaw_inprocess("fetch", f"{base}/notes", "--login")
     assert code == 2 and "--login needs --spider FILE" in err
 
 

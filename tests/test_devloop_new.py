@@ -3,7 +3,6 @@ passes its own tests in a fresh virtual environment, offline."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import secrets
@@ -24,6 +23,7 @@ from eclaw.spider import load_spider
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted
 from tests.devsite import BOOKS, PASSWORD, USER, Catalogue
+from tests.inprocess import eclaw_inprocess
 from tests.wheelhouse import closure, repack
 
 TITLES = sorted(title for title, _, _ in BOOKS.values())
@@ -145,21 +145,12 @@ def api_shapes() -> tuple[web.Application, dict[str, int]]:
     return app, hits
 
 
-async def eclaw(cwd: Path, *args: str) -> tuple[int, str, str]:
-    """``eclaw ARGS`` as a subprocess in ``cwd`` (the sites are served by this test's loop)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", *args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 async def new_and_crawl(tmp_path: Path, template: str, url: str, *args: str) -> tuple[str, str, list[Any], str]:
-    """``eclaw new spider`` then ``eclaw crawl`` of it: what new printed, the spider, the items, crawl's stderr."""
-    code, said, err = await eclaw(tmp_path, "new", "spider", "mine", url, "--template", template)
+    """``eclaw new spider`` then ``eclaw crawl`` of it (in-process, in ``tmp_path``: the test's working
+    directory): what new printed, the spider, the items, crawl's stderr."""
+    code, said, err = await eclaw_inprocess("new", "spider", "mine", url, "--template", template)
     assert code == 0, err
-    code, _, err = await eclaw(tmp_path, "crawl", "mine.py", "-o", "items.jsonl", *args)
+    code, _, err = await eclaw_inprocess("crawl", "mine.py", "-o", "items.jsonl", *args)
     assert code == 0, err
     items = [json.loads(line) for line in (tmp_path / "items.jsonl").read_text().splitlines()]
     return said, (tmp_path / "mine.py").read_text(), items, err
@@ -302,16 +293,16 @@ def test_new_project_passes_its_tests_in_a_fresh_venv_offline(tmp_path: Path, ec
     venv = tmp_path / "fresh"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = str(venv / "bin" / "python")
-    pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile", "--no-index"]
-    pip += ["--find-links", str(house)]
+    pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check", "install", "-q"]
+    pip += ["--no-compile", "--no-index", "--find-links", str(house)]
     run([*pip, "eclaw", "setuptools"])
     run([str(venv / "bin" / "eclaw"), "new", "project", "books"], cwd=tmp_path)
     project = tmp_path / "books"
     run([*pip, "--no-build-isolation", "-e", f"{project}[test]"], cwd=project)
-    where = run([python, "-c", "import eclaw, pytest_asyncio; print(eclaw.__file__)"]).stdout
-    assert where.startswith(str(venv))  # the wheel, not this checkout
-    tested = subprocess.run(
-        [python, "-m", "pytest", "-p", "no:cacheprovider"], cwd=project, capture_output=True, text=True, timeout=120
+    tests = "import sys, eclaw, pytest_asyncio, pytest; print(eclaw.__file__); sys.exit(pytest.main(sys.argv[1:]))"
+    tested = subprocess.run(  # `python -m pytest`, saying first where eclaw came from (one interpreter, not two)
+        [python, "-c", tests, "-p", "no:cacheprovider"], cwd=project, capture_output=True, text=True, timeout=120
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert tested.stdout.startswith(str(venv))  # the wheel, not this checkout
     assert "1 passed" in tested.stdout

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import pytest_asyncio
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.cli import main as cli_main
@@ -27,7 +28,7 @@ from eclaw.items import Item
 from eclaw.outputs.build import output_for as exporter_for
 from eclaw.storage import sqlite
 from eclaw.storage.store import SqliteStore, list_runs
-from eclaw.testing import collect
+from eclaw.testing import collect, demo_site
 from tests.conftest import assert_accounted, read_bytes, read_csv, read_jsonl, record_file
 
 FIELDS = ["sku", "title", "price", "category", "in_stock", "rating", "url"]
@@ -66,6 +67,50 @@ async def crawl_shop(
     return stats
 
 
+SHOP: list[dict[str, Any]] = []  # the items of one crawl of the demo shop (the shop_items fixture fills it)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shop_items(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The 500 items one real crawl of the demo shop stored, in their order: what :class:`ShopItems` yields
+    again, for the tests whose subject is what outputs and the store do with items, run after run (a
+    crawl of the shop itself for each run cost ~0.3 s of CPU)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("shop"))  # the crawl's files of record, if any
+        async with demo_site() as base:
+            items, stats = await collect(ShopSpider, settings=Settings(store=""), base_url=base)
+    assert_accounted(stats)
+    check_rows(items)
+    SHOP[:] = items
+    return SHOP
+
+
+async def _one_page(request: Request, call_next: Any) -> Response:
+    return Response(request.url, body=b"<html></html>", request=request)
+
+
+class ShopItems(Spider):
+    """The demo shop's items (:data:`SHOP`) again, from the one page of a fake site, as spider ``shop``."""
+
+    name = "shop"
+    start_urls = ["http://127.0.0.1:9/"]
+    middlewares = [_one_page]
+
+    def parse(self, response: Response) -> Any:
+        yield from (dict(item) for item in SHOP)
+
+
+async def store_shop(
+    outputs: list[Any], spider: type[Spider] = ShopItems, store: str | None = None, **settings: Any
+) -> Any:
+    """A run of ``spider`` (the shop's items, by default) into ``outputs`` and ``store``: its stats."""
+    assert SHOP, "needs the shop_items fixture"
+    engine = Engine(Settings(**settings), outputs=outputs, store=store)
+    _, stats = await collect(spider, engine=engine)
+    assert_accounted(stats)
+    return stats
+
+
 async def test_every_format_reads_back(demo_url: str, tmp_path: Path) -> None:
     outputs = [f"{tmp_path}/{{spider}}.jsonl", f"{tmp_path}/all.json", f"{tmp_path}/all.csv", f"{tmp_path}/all.parquet"]
     stats = await crawl_shop(demo_url, outputs)
@@ -81,8 +126,8 @@ async def test_every_format_reads_back(demo_url: str, tmp_path: Path) -> None:
     check_rows(table.to_pylist())
 
 
-async def test_partitioned_parquet_is_a_hive_directory(demo_url: str, tmp_path: Path) -> None:
-    await crawl_shop(demo_url, [f"{tmp_path}/parts.parquet"], output_partition_by="category")
+async def test_partitioned_parquet_is_a_hive_directory(shop_items: list[Any], tmp_path: Path) -> None:
+    await store_shop([f"{tmp_path}/parts.parquet"], output_partition_by="category")
     folders = sorted(p.name for p in (tmp_path / "parts.parquet").iterdir())
     assert folders == sorted(f"category={c}" for c in {p["category"] for p in expected_products()})
     rows = pq.read_table(tmp_path / "parts.parquet", partitioning="hive").to_pylist()
@@ -90,14 +135,14 @@ async def test_partitioned_parquet_is_a_hive_directory(demo_url: str, tmp_path: 
     assert {r["category"] for r in rows} == {p["category"] for p in expected_products()}
 
 
-async def test_rotation_and_placeholders(demo_url: str, tmp_path: Path) -> None:
+async def test_rotation_and_placeholders(shop_items: list[Any], tmp_path: Path) -> None:
     template = f"{tmp_path}/{{spider}}-{{run_key}}-%(batch)03d.jsonl"
-    await crawl_shop(demo_url, [template], output_batch_items=120, run_key="r1")
+    await store_shop([template], output_batch_items=120, run_key="r1")
     files = sorted(Path(f) for f in glob.glob(f"{tmp_path}/shop-r1-*.jsonl"))
     assert [f.name for f in files] == [f"shop-r1-{n:03d}.jsonl" for n in range(1, 6)]
     assert [len(read_jsonl(f)) for f in files] == [120, 120, 120, 120, 20]
     check_rows([row for f in files for row in read_jsonl(f)])
-    await crawl_shop(demo_url, [f"{tmp_path}/by-size-%(batch)d.csv"], output_batch_bytes=10_000)
+    await store_shop([f"{tmp_path}/by-size-%(batch)d.csv"], output_batch_bytes=10_000)
     parts = sorted(glob.glob(f"{tmp_path}/by-size-*.csv"), key=lambda f: int(f.rsplit("-", 1)[1][:-4]))
     sizes = [len(read_bytes(f)) for f in parts]
     assert len(parts) >= 5 and all(10_000 <= size < 10_400 for size in sizes[:-1])
@@ -115,26 +160,24 @@ def store_rows(path: Path) -> list[tuple[Any, ...]]:
         return db.execute("SELECT type, key, json_extract(data, '$.price') FROM items ORDER BY key").fetchall()
 
 
-class KeyedShop(ShopSpider):
+class KeyedShop(ShopItems):
     item_key = ("sku",)
 
 
 class RepricedShop(KeyedShop):
-    def parse_product(self, response: Response) -> Any:
-        for value in super().parse_product(response):
-            if isinstance(value, dict) and value["rating"] == 5:
-                value = {**value, "price": value["price"] + 1}
-            yield value
+    def parse(self, response: Response) -> Any:
+        for value in super().parse(response):
+            yield {**value, "price": value["price"] + 1} if value["rating"] == 5 else value
 
 
-async def test_store_upserts_on_the_key_across_runs(demo_url: str, tmp_path: Path) -> None:
+async def test_store_upserts_on_the_key_across_runs(shop_items: list[Any], tmp_path: Path) -> None:
     path = tmp_path / "shop.sqlite"
-    first = await crawl_shop(demo_url, [str(path)], KeyedShop)
+    first = await store_shop([str(path)], KeyedShop)
     assert first.counters["store inserted"] == 500
-    second = await crawl_shop(demo_url, [str(path)], KeyedShop)
+    second = await store_shop([str(path)], KeyedShop)
     assert second.counters["store unchanged"] == 500 and second.counters["store inserted"] == 0
     fives = sum(1 for p in expected_products() if p["rating"] == 5)
-    third = await crawl_shop(demo_url, [str(path)], RepricedShop)
+    third = await store_shop([str(path)], RepricedShop)
     assert third.counters["store updated"] == fives and third.counters["store unchanged"] == 500 - fives
     rows = store_rows(path)
     assert len(rows) == 500 and {r[0] for r in rows} == {"dict"}
@@ -144,19 +187,21 @@ async def test_store_upserts_on_the_key_across_runs(demo_url: str, tmp_path: Pat
         assert price == pytest.approx(wanted[sku]["price"] + bump)
 
 
-async def test_keyless_items_are_replaced_per_run_key(demo_url: str, tmp_path: Path) -> None:
+async def test_keyless_items_are_replaced_per_run_key(shop_items: list[Any], tmp_path: Path) -> None:
     path = tmp_path / "shop.sqlite"
-    await crawl_shop(demo_url, [str(path)])
-    await crawl_shop(demo_url, [str(path)])
+    await store_shop([str(path)])
+    await store_shop([str(path)])
     assert len(store_rows(path)) == 500  # the same run key: replaced, not appended
-    await crawl_shop(demo_url, [str(path)], run_key="2026-11-30")
+    await store_shop([str(path)], run_key="2026-11-30")
     assert len(store_rows(path)) == 1000  # another run key keeps its own copy
 
 
-async def test_runs_are_recorded_and_listed(demo_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_runs_are_recorded_and_listed(
+    shop_items: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = str(tmp_path / "{spider}.sqlite")
-    await crawl_shop(demo_url, [store], store=store)
-    await crawl_shop(demo_url, [store], store=store, run_key="b")
+    await store_shop([store], store=store)
+    await store_shop([store], store=store, run_key="b")
     runs = list_runs(tmp_path / "shop.sqlite")
     assert [(r["spider"], r["run_key"], r["finish_reason"]) for r in runs] == [
         ("shop", "b", "finished"),
@@ -169,28 +214,22 @@ async def test_runs_are_recorded_and_listed(demo_url: str, tmp_path: Path, capsy
     assert cli_main(["runs", str(tmp_path / "none.sqlite")]) == 2
 
 
-class FewShop(ShopSpider):
+class FewShop(ShopItems):
     """Only the first category, with the price as text and one field always missing."""
 
     required_fields = ("sku", "title", "weight")
 
     def parse(self, response: Response) -> Any:
-        yield Request(self.base_url + "/category/books", callback=self.parse_category)
-
-    def parse_category(self, response: Response) -> Any:
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-
-    def parse_product(self, response: Response) -> Any:
-        for value in super().parse_product(response):
-            if isinstance(value, dict):
+        for value in super().parse(response):
+            if value["category"] == "books":
                 yield {**value, "price": str(value["price"])}
 
 
-async def test_data_quality_warnings_against_the_previous_run(demo_url: str, tmp_path: Path) -> None:
+async def test_data_quality_warnings_against_the_previous_run(shop_items: list[Any], tmp_path: Path) -> None:
     store = str(tmp_path / "{spider}.sqlite")
-    first = await crawl_shop(demo_url, [store], store=store)
+    first = await store_shop([store], store=store)
     assert first.quality == []
-    few = await crawl_shop(demo_url, [store], FewShop, store=store)
+    few = await store_shop([store], FewShop, store=store)
     assert few.items_stored < 100
     text = "\n".join(few.quality)
     assert f"dict: {few.items_stored} items, 500 in the previous run" in text

@@ -17,6 +17,7 @@ from aiohttp import web
 from eclaw.exceptions import ConfigError
 from eclaw.monitors import load_monitors
 from eclaw.testing import serve
+from tests.inprocess import eclaw_inprocess
 
 SPIDER = """
 from eclaw import Spider
@@ -67,21 +68,29 @@ async def site() -> AsyncIterator[str]:
 
 
 async def crawl(
-    tmp: Path, base: str, toml: str, n: int = 10, *extra: str
+    tmp: Path, base: str, toml: str, n: int = 10, *extra: str, subprocess_: bool = False
 ) -> tuple[int, str, dict[str, object]]:
+    """``eclaw crawl`` of the shop with the monitors of ``toml`` (in ``tmp``, the working directory): its exit
+    code, its console, its results file. In this process; ``subprocess_``: as ``python -m eclaw``, for
+    the exit code the shell sees."""
     spider, monitors = tmp / "shop.py", tmp / "monitors.toml"
     spider.write_text(SPIDER)
     monitors.write_text(toml)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", str(spider), "-a", f"base_url={base}", "-a", f"n={n}",
-        "--monitors", str(monitors), "-s", "retries=0", "--log-level", "WARNING", *extra,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
+    args = ["crawl", str(spider), "-a", f"base_url={base}", "-a", f"n={n}", "--monitors", str(monitors)]
+    args += ["-s", "retries=0", "--log-level", "WARNING", *extra]
+    if subprocess_:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "eclaw", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode is not None
+        code, output = process.returncode, out.decode() + err.decode()
+    else:
+        code, out_text, err_text = await eclaw_inprocess(*args, wait=60)
+        output = out_text + err_text
     results = tmp / "eclaw-data" / "shop.monitors.json"
     record = json.loads(results.read_text()) if results.exists() else {}
-    return process.returncode, out.decode() + err.decode(), record
+    return code, output, record
 
 
 def _verdicts(record: dict[str, object]) -> dict[str, bool]:
@@ -121,7 +130,7 @@ async def test_monitors_pass_and_exit_zero(site: str, tmp_path: Path) -> None:
 
 
 async def test_failing_monitors_exit_three_and_say_why(site: str, tmp_path: Path) -> None:
-    code, output, record = await crawl(tmp_path, site, FAILING)
+    code, output, record = await crawl(tmp_path, site, FAILING, subprocess_=True)  # the exit status itself
     assert code == 3, output
     verdicts = _verdicts(record)
     assert record["ok"] is False
@@ -230,19 +239,11 @@ async def test_bad_monitor_file_exits_two(site: str, tmp_path: Path) -> None:
 async def test_the_report_of_a_trace_shows_the_monitors_results(site: str, tmp_path: Path) -> None:
     code, output, _ = await crawl(tmp_path, site, FAILING, 10, "--trace", str(tmp_path / "trace.jsonl"))
     assert code == 3, output
-    report = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "report", str(tmp_path / "trace.jsonl"), "-o", str(tmp_path / "report.html"),
-        "--monitors", str(tmp_path / "eclaw-data" / "shop.monitors.json"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-    )  # fmt: skip
-    _, err = await asyncio.wait_for(report.communicate(), 60)
-    assert report.returncode == 0, err.decode()
+    trace = str(tmp_path / "trace.jsonl")
+    results = str(tmp_path / "eclaw-data" / "shop.monitors.json")
+    code, _, err = await eclaw_inprocess("report", trace, "-o", str(tmp_path / "report.html"), "--monitors", results)
+    assert code == 0, err
     page = (tmp_path / "report.html").read_text()
     assert "Monitors" in page and "coverage.price" in page
-    bad = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "report", str(tmp_path / "trace.jsonl"),
-        "--monitors", str(tmp_path / "none.json"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-    )  # fmt: skip
-    _, bad_err = await asyncio.wait_for(bad.communicate(), 60)
-    assert bad.returncode == 2 and "--monitors" in bad_err.decode() and "cannot read its results" in bad_err.decode()
+    code, _, err = await eclaw_inprocess("report", trace, "--monitors", str(tmp_path / "none.json"))
+    assert code == 2 and "--monitors" in err and "cannot read its results" in err

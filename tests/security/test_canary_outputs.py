@@ -44,6 +44,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from eclaw.testing import serve
+from tests.inprocess import eclaw_inprocess
 from tests.outputs.postgres_server import PostgresServer, postgres_server
 from tests.outputs.servers import moto_server, s3_client
 from tests.proxies import tinyproxy
@@ -325,12 +326,8 @@ async def crawled(servers: Servers, tmp_path_factory: pytest.TempPathFactory) ->
     (work / "tmp").mkdir(parents=True)
     async with serve(site()) as base:
         console = await finish(await start(servers, work, base, *outputs(servers, "items.jsonl", "items"), proxy=True))
-    report = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "report", "trace.jsonl", "-o", "report.html", cwd=work,
-        env=env(servers, work / "tmp"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    _, err = await report.communicate()
-    assert report.returncode == 0, err.decode()
+    code, _, err = await eclaw_inprocess("report", str(work / "trace.jsonl"), "-o", str(work / "report.html"))
+    assert code == 0, err
     return Crawled(work, console, remote(servers, "items", "items.jsonl"))
 
 
@@ -414,25 +411,20 @@ BAD_SPECS = [
 ]
 
 
-async def test_a_bad_output_uri_is_one_line_without_its_password(tmp_path: Path) -> None:
+async def test_a_bad_output_uri_is_one_line_without_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The one-line error of a refused ``ftp://user:PASSWORD@`` output (exit 2) shows ``***``: each
-    of :data:`BAD_SPECS` (the crawls run side by side)."""
+    of :data:`BAD_SPECS` (in this process, one after the other: each fails before any crawl)."""
     spider = tmp_path / "canary_spider.py"
     spider.write_text(SPIDER)
-    works = [tmp_path / f"work{n}" for n in range(len(BAD_SPECS))]
-    for work in works:
+    for n, (spec, extra) in enumerate(BAD_SPECS):
+        work = tmp_path / f"work{n}"
         work.mkdir()
-    await asyncio.gather(*(_refused(spider, work, *bad) for work, bad in zip(works, BAD_SPECS, strict=True)))
-
-
-async def _refused(spider: Path, work: Path, spec: str, extra: tuple[str, ...]) -> None:
-    uri = f"ftp://eclaw:{FTP_PASSWORD}@127.0.0.1:9/{spec}"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", str(spider), "-o", uri, "-s", "store=", *extra,
-        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 2, (spec, err.decode())
-    lines = err.decode().strip().splitlines()
-    assert len(lines) == 1 and "ftp://eclaw:***@127.0.0.1:9/" in lines[0], lines
-    assert leaks([("the console", out.decode() + err.decode()), *files(work)]) == []
+        monkeypatch.chdir(work)
+        uri = f"ftp://eclaw:{FTP_PASSWORD}@127.0.0.1:9/{spec}"
+        code, out, err = await eclaw_inprocess("crawl", str(spider), "-o", uri, "-s", "store=", *extra)
+        assert code == 2, (spec, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "ftp://eclaw:***@127.0.0.1:9/" in lines[0], lines
+        assert leaks([("the console", out + err), *files(work)]) == []

@@ -25,6 +25,7 @@ from eclaw.exceptions import ConfigError
 from eclaw.outputs.build import output_for
 from eclaw.testing import serve
 from eclaw.text.writers import page_file_name
+from tests.inprocess import eclaw_inprocess
 from tests.text.site import TOKEN, docs_folder, make_app
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -43,10 +44,15 @@ async def start(*args: str, cwd: Path, log: IO[bytes] | None = None) -> asyncio.
 
 
 async def crawl(*args: str, cwd: Path) -> str:
-    process = await start(*args, cwd=cwd)
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 180)
-    assert process.returncode == 0, stderr.decode()[-3000:]
-    return stdout.decode()
+    """The crawl as ``start`` runs it, in this process (the CLI's main; ``cwd`` made the working directory):
+    its stdout. Only what is about the process (the SIGKILLs) needs a child."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        code, stdout, stderr = await eclaw_inprocess(
+            "crawl", SPIDER, "-s", "store=", "--log-level", "ERROR", *args, wait=180
+        )
+    assert code == 0, stderr[-3000:]
+    return stdout
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
@@ -193,10 +199,10 @@ async def test_the_command_of_the_docs(site: str, tmp_path: Path) -> None:
 
 
 async def test_bad_options_fail_before_the_crawl_in_one_line(site: str, tmp_path: Path) -> None:
-    process = await start("-a", f"base_url={site}", "-o", f"file://{tmp_path}/p.md.jsonl?chunks=lots", cwd=tmp_path)
-    _, stderr = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 2
-    assert stderr.decode().strip().splitlines()[-1].endswith("?chunks= takes a whole number, not 'lots'")
+    spec = f"file://{tmp_path}/p.md.jsonl?chunks=lots"
+    code, _, stderr = await eclaw_inprocess("crawl", SPIDER, "-s", "store=", "-a", f"base_url={site}", "-o", spec)
+    assert code == 2
+    assert stderr.strip().splitlines()[-1].endswith("?chunks= takes a whole number, not 'lots'")
     assert not (tmp_path / "p.md.jsonl").exists()
 
 
