@@ -13,8 +13,6 @@ import asyncio
 import datetime
 import json
 import logging
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,19 +30,18 @@ from eclaw.spider import make_spider
 from eclaw.stats import Stats
 from eclaw.testing import serve
 from tests.cluster.servers import CountingSite, RedisServer, redis_server
+from tests.forkserver import PIPE, Child, Process, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def eclaw(tmp: Path, *args: str) -> asyncio.subprocess.Process:
+async def eclaw(tmp: Path, *args: str) -> Child:
+    """``eclaw ARGS`` in ``tmp`` (forked from the fork server: a process of its own)."""
     quiet = ["-s", "log_level=WARNING"] if args[0] in ("worker", "seed") else []
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", *args, *quiet,
-        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    return await spawn(*args, *quiet, cwd=tmp, stdout=PIPE, stderr=PIPE)
 
 
-async def ended(process: asyncio.subprocess.Process) -> str:
+async def ended(process: Process) -> str:
     try:
         out, err = await asyncio.wait_for(process.communicate(), 120)
     except TimeoutError:  # killed and reaped here: nothing of it is left to fail a later test

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from eclaw.testing import serve
 from tests.cluster.servers import RedisServer, redis_server
 from tests.cluster.test_cluster import eclaw, ended, stored_items, wait_for_items
 from tests.conftest import until
+from tests.forkserver import STDOUT, Child, spawn
 from tests.state.site import StateSpider, expected, make_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,13 +35,10 @@ async def seeded(server: RedisServer, base: str) -> list[str]:
     return [STATE_SPIDER, "-a", f"base_url={base}", "--redis", server.url]
 
 
-async def logged_worker(tmp: Path, log: Path, *args: str) -> asyncio.subprocess.Process:
+async def logged_worker(tmp: Path, log: Path, *args: str) -> Child:
     """``eclaw worker ...`` writing what it says to ``log`` (read while it runs)."""
     with log.open("wb") as file:  # the child has its own copy of the descriptor
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "eclaw", "worker", *args, "-s", "log_level=WARNING",
-            cwd=tmp, stdout=file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        return await spawn("worker", *args, "-s", "log_level=WARNING", cwd=tmp, stdout=file, stderr=STDOUT)
 
 
 @pytest.fixture

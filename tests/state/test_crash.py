@@ -9,28 +9,28 @@ import json
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
 from eclaw.testing import serve
+from tests.forkserver import PIPE, Child, spawn
 from tests.state.site import expected, make_app
 
 SPIDER = str(Path(__file__).with_name("site.py")) + ":StateSpider"
 
 
-async def start(base: str, tmp: Path, *, mark_at: int | None = None) -> asyncio.subprocess.Process:
+async def start(base: str, tmp: Path, *, mark_at: int | None = None) -> Child:
+    """``eclaw crawl --state`` of the state site (forked from the fork server: a process of its own)."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[2])}
     if mark_at is not None:
         env |= {"STATE_TEST_MARK": str(tmp / "marker"), "STATE_TEST_MARK_AT": str(mark_at)}
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
+    return await spawn(
+        "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
         "-o", str(tmp / "items.jsonl"), "-o", str(tmp / "items.csv"), "-o", str(tmp / "items.sqlite"),
         "-s", "checkpoint_interval=0.2", "-s", f"failures={tmp / 'failures.jsonl'}",
         "-s", f"dead_letter={tmp / 'dead.jsonl'}", "-s", "store=", "--log-level", "WARNING",
-        cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp, env=env, stdout=PIPE, stderr=PIPE,
     )  # fmt: skip
 
 
@@ -48,7 +48,7 @@ async def wait_for(condition: Callable[[], bool]) -> None:
     raise AssertionError("timed out")
 
 
-async def kill_when(process: asyncio.subprocess.Process, condition: Callable[[], bool]) -> None:
+async def kill_when(process: Child, condition: Callable[[], bool]) -> None:
     await wait_for(condition)
     process.kill()  # SIGKILL: no clean-up of any kind
     await process.wait()
@@ -124,10 +124,9 @@ async def test_cli_errors_are_one_line_for_another_spiders_state_and_a_corrupt_o
     (state / "state.sqlite").write_bytes(b"garbage" * 1000)
 
     async def other_crawl() -> list[str]:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "eclaw", "crawl", str(other), "--state", str(state), "-s", "store=",
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+        process = await spawn(
+            "crawl", str(other), "--state", str(state), "-s", "store=", cwd=tmp_path, stdout=PIPE, stderr=PIPE
+        )
         _, stderr = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode == 2
         return stderr.decode().strip().splitlines()
@@ -147,8 +146,8 @@ async def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     async with serve(make_app()) as base:
         for _ in range(4):
             process = await start(base, tmp_path)
-            try:  # start-up takes ~0.5 s; a crawl of the site ~2 s
-                await asyncio.wait_for(process.wait(), rng.uniform(0.5, 2.0))
+            try:  # a crawl of the site takes ~2 s (a forked command starts at once)
+                await asyncio.wait_for(process.wait(), rng.uniform(0.15, 1.65))
             except TimeoutError:
                 process.kill()
                 await process.wait()

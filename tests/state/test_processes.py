@@ -24,6 +24,7 @@ from eclaw.frontier.partition import PartFrontier
 from eclaw.processes.crawl import sweep_scratch
 from eclaw.testing import serve
 from tests.children import children_of
+from tests.forkserver import DEVNULL, PIPE, Child, Process, spawn
 from tests.state import chainsite
 from tests.state.chainsite import ChainSpider
 from tests.state.site import expected, make_app
@@ -32,17 +33,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SPIDER = str(ROOT / "tests/state/site.py") + ":StateSpider"
 
 
-async def crawl(base: str, tmp: Path, *extra: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--processes", "2",
+async def crawl(base: str, tmp: Path, *extra: str) -> Child:
+    """``eclaw crawl`` of the state site on two processes (forked from the fork server: a process of its own)."""
+    return await spawn(
+        "crawl", SPIDER, "-a", f"base_url={base}", "--processes", "2",
         "-o", str(tmp / "items.jsonl"), "-o", str(tmp / "items.csv"), "-s", "store=",
         "-s", f"failures={tmp / 'failures.jsonl'}",
         "--log-level", "WARNING", "-q", *extra,
-        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        cwd=tmp, stdout=PIPE, stderr=PIPE, start_new_session=True,
     )  # fmt: skip
 
 
-async def finished(process: asyncio.subprocess.Process, what: str, seconds: float = 180) -> str:
+async def finished(process: Process, what: str, seconds: float = 180) -> str:
     """The crawl's stdout once it exits; on a timeout, what it said on stderr (and it is killed)."""
     try:
         out, err = await asyncio.wait_for(process.communicate(), seconds)
@@ -95,7 +97,7 @@ async def test_two_processes_crawl_every_page_once_into_every_output(tmp_path: P
             assert "written to" in out and re.search(r"finish reason\s+finished", out)
 
 
-async def started(process: asyncio.subprocess.Process, state: Path) -> None:
+async def started(process: Child, state: Path) -> None:
     """Wait until both processes are crawling (each has written items)."""
     items = [state / f"part-{k}" / "items.jsonl" for k in (0, 1)]
     for _ in range(600):
@@ -114,11 +116,14 @@ async def test_a_ctrl_c_as_the_processes_start_stops_the_crawl_as_a_ctrl_c_later
         for attempt in range(3):
             (tmp_path / str(attempt)).mkdir()
             process = await crawl(base, tmp_path / str(attempt))
-            # no sleep: the signal goes as soon as they exist; a command that ended, or never forks, fails
+            # the signal goes as soon as they exist (a look every 5 ms, far less than a process takes to
+            # set up its crawl; looks without a pause cost more CPU than the crawl); a command that ended,
+            # or never forks, fails
             deadline = asyncio.get_running_loop().time() + 60
             while len(await asyncio.to_thread(children_of, process.pid)) < 2:
                 assert process.returncode is None, (await process.communicate())[1].decode()[-2000:]
                 assert asyncio.get_running_loop().time() < deadline, "the command never forked its processes"
+                await asyncio.sleep(0.005)
             os.killpg(process.pid, signal.SIGINT)
             out, err = await asyncio.wait_for(process.communicate(), 60)
             assert process.returncode == 0, err.decode()[-2000:]
@@ -157,10 +162,7 @@ async def test_bad_process_counts_are_one_line(tmp_path: Path) -> None:
         (["--processes", "2", "--state", str(one)], "resume it with --processes 1"),
         (["--processes", "2", "--trace", str(tmp_path / "trace.jsonl")], "--trace"),
     ):
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "eclaw", "crawl", SPIDER, *extra, cwd=tmp_path,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+        process = await spawn("crawl", SPIDER, *extra, cwd=tmp_path, stdout=PIPE, stderr=PIPE)
         _, err = await process.communicate()
         lines = err.decode().strip().splitlines()
         assert process.returncode == 2 and len(lines) == 1 and said in lines[0], (extra, err.decode())
@@ -170,10 +172,10 @@ CHAIN = str(ROOT / "tests/state/chainsite.py") + ":ChainSpider"
 
 
 async def crawl_chain(base: str, tmp: Path, *extra: str, processes: str = "2") -> str:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", CHAIN, "-a", f"base_url={base}", "--processes", processes,
+    process = await spawn(
+        "crawl", CHAIN, "-a", f"base_url={base}", "--processes", processes,
         "-o", str(tmp / "chain.jsonl"), "-o", str(tmp / "chain.csv"), "-s", "store=", "-q", *extra,
-        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        cwd=tmp, stdout=PIPE, stderr=PIPE, start_new_session=True,
     )  # fmt: skip
     return await finished(process, "the chain crawl")
 
@@ -196,7 +198,7 @@ async def test_a_chain_handed_back_and_forth_through_redirects_ends_with_each_pa
 
 
 async def test_a_host_allowed_one_connection_gets_one_from_the_whole_crawl(tmp_path: Path) -> None:
-    async with serve(chainsite.make_app(delay=0.01)) as base:
+    async with serve(chainsite.make_app(delay=0.004)) as base:  # 4 ms: two requests at once would overlap
         await crawl_chain(base, tmp_path, "-s", "concurrency_per_domain=1")
         async with aiohttp.ClientSession() as session, session.get(base + "/most") as answer:
             most = int(await answer.text())
@@ -226,13 +228,12 @@ async def test_kills_at_random_moments_of_a_crawl_of_redirects_lose_and_double_n
     state, rng = tmp_path / "state", random.Random(7)
     async with serve(chainsite.make_app(delay=0.02)) as base:
         for _ in range(3):
-            killed = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "eclaw", "crawl", CHAIN, "-a", f"base_url={base}", "--processes", processes,
+            killed = await spawn(
+                "crawl", CHAIN, "-a", f"base_url={base}", "--processes", processes,
                 "-o", str(tmp_path / "chain.jsonl"), "-s", "store=", "-s", "checkpoint_interval=0.1", "-q",
-                "--state", str(state), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,
+                "--state", str(state), cwd=tmp_path, stdout=DEVNULL, stderr=DEVNULL, start_new_session=True,
             )  # fmt: skip
-            await asyncio.sleep(rng.uniform(0.7, 1.4))
+            await asyncio.sleep(rng.uniform(0.4, 1.1))  # a forked command starts crawling at once
             os.killpg(killed.pid, signal.SIGKILL)  # the chain takes seconds: it is still crawling
             await killed.wait()
         await crawl_chain(base, tmp_path, "--state", str(state), "-s", "checkpoint_interval=0.1", processes=processes)

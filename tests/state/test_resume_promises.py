@@ -10,8 +10,6 @@ import csv
 import json
 import random
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +21,7 @@ from eclaw import CloseSpider, ConfigError, Engine, Request, Response
 from eclaw.events import ItemStored
 from eclaw.outputs.build import output_for
 from eclaw.testing import serve
+from tests.forkserver import PIPE, Child, spawn
 from tests.state.archive import LOREM, Archive, RecordSpider, records
 
 HERE = Path(__file__).parent
@@ -108,16 +107,17 @@ ROTATING = ("items-%(batch)02d.jsonl", "items-%(batch)02d.csv")
 
 async def start(
     spider: str, base: str, tmp: Path, *settings: str, outputs: tuple[str, ...] = FLAT
-) -> asyncio.subprocess.Process:
+) -> Child:
+    """``eclaw crawl --state`` of the archive (forked from the fork server: a process of its own)."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     files = [arg for name in outputs for arg in ("-o", str(tmp / name))]
     if outputs == ROTATING:
         files += ["-s", "output_batch_items=5"]
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", f"{HERE / 'archive.py'}:{spider}", "-a", f"base_url={base}",
+    return await spawn(
+        "crawl", f"{HERE / 'archive.py'}:{spider}", "-a", f"base_url={base}",
         "--state", str(tmp / "state"), *files, "-s", f"failures={tmp / 'failures.jsonl'}",
         "-s", f"dead_letter={tmp / 'dead.jsonl'}", "-s", "store=", "--log-level", "WARNING", *settings,
-        cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp, env=env, stdout=PIPE, stderr=PIPE,
     )  # fmt: skip
 
 
@@ -145,7 +145,7 @@ async def wait_for(condition: Any, seconds: float = 60) -> None:
     raise AssertionError("timed out")
 
 
-async def finish(process: asyncio.subprocess.Process) -> str:
+async def finish(process: Child) -> str:
     stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, stderr.decode()[-2000:]
     return stdout.decode()
@@ -235,8 +235,8 @@ async def test_async_generator_callbacks_under_random_sigkills_write_each_item_o
         killed = 0
         for _ in range(3):
             process = await start("AsyncRecordSpider", base, tmp_path, *settings)
-            try:  # start-up takes ~0.3 s, the whole crawl ~2 s
-                await asyncio.wait_for(process.wait(), rng.uniform(0.6, 1.2))
+            try:  # the whole crawl takes ~2 s (a forked command starts at once)
+                await asyncio.wait_for(process.wait(), rng.uniform(0.3, 0.9))
             except TimeoutError:
                 process.kill()
                 await process.wait()
