@@ -10,8 +10,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +23,9 @@ from eclaw.exceptions import ConfigError
 from eclaw.media.remote import local_root, outbox_for
 from eclaw.media.store import FileStore
 from eclaw.testing import collect, serve
+from tests.forkserver import PIPE, spawn
 from tests.media.remote_site import MB, Listed, content, make_app
+from tests.outputs.forked import eclaw_forked
 from tests.outputs.servers import CREDENTIALS, ftp_server, moto_server, s3_client
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -117,15 +117,13 @@ async def test_a_bad_store_on_the_command_line_is_one_line_and_exit_2(
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "HOME": os.environ.get("HOME", "/root"),
            "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
            "AWS_EC2_METADATA_DISABLED": "true", **CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}  # fmt: skip
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", "base=http://127.0.0.1:1", "-a", "files=/f/1",
-         "-s", f"files_store={store}", "-s", "store="], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=60,
+    code, _, stderr = await eclaw_forked(
+        "crawl", SPIDER, "-a", "base=http://127.0.0.1:1", "-a", "files=/f/1", "-s", f"files_store={store}",
+        "-s", "store=", cwd=tmp_path, env=env, wait=60,
     )  # fmt: skip
-    assert result.returncode == 2, result.stderr
-    assert said in result.stderr and "s3cret" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert code == 2, stderr
+    assert said in stderr and "s3cret" not in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
     if store.startswith("s3:"):  # the line docs/files.md shows
         assert said in (ROOT / "docs" / "files.md").read_text(encoding="utf-8")
 
@@ -185,19 +183,19 @@ async def test_sigkill_mid_file_then_a_rerun_leaves_no_orphan_and_no_duplicate(
     base, _, gates = site
     client = bucket(endpoint, "killed")
     store = "s3://killed/m"
-    args = [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base={base}", "-a", "files=/f/done.bin,/slow/k.bin",
+    args = ["crawl", SPIDER, "-a", f"base={base}", "-a", "files=/f/done.bin,/slow/k.bin",
             "-s", f"files_store={store}", "-s", "store=", "-o", str(tmp_path / "items.jsonl"),
             "--log-level", "WARNING"]  # fmt: skip
     staging = tmp_path / local_root(store, "listed", None) / "tmp"
     log = (tmp_path / "first.log").open("wb")
-    first = await asyncio.create_subprocess_exec(*args, cwd=tmp_path, stderr=log)
+    first = await spawn(*args, cwd=tmp_path, stderr=log)
     partial = lambda: staging.is_dir() and any(p.stat().st_size >= MB for p in staging.iterdir())  # noqa: E731
     await wait_for(lambda: partial() and len(objects(client, "killed")) == 1, 60)
-    os.kill(first.pid, signal.SIGKILL)
+    first.send_signal(signal.SIGKILL)
     await first.wait()
     log.close()
     gates.setdefault("k.bin", asyncio.Event()).set()
-    second = await asyncio.create_subprocess_exec(*args, cwd=tmp_path, stderr=asyncio.subprocess.PIPE)
+    second = await spawn(*args, cwd=tmp_path, stderr=PIPE)
     try:
         _, stderr = await asyncio.wait_for(second.communicate(), timeout=60)
     finally:

@@ -5,25 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from eclaw.testing import serve
+from tests.outputs.forked import Child, eclaw_forked, start_forked
 from tests.outputs.readback import read_rows
-from tests.state.site import expected, make_app
+from tests.outputs.state_part import SPIDER, expected, make_app
 
 ROOT = Path(__file__).parents[2]
-SPIDER = str(ROOT / "tests" / "state" / "site.py") + ":StateSpider"
 ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
 
 
-async def start(base: str, tmp: Path, *outputs: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
+async def start(base: str, tmp: Path, *outputs: str) -> Child:
+    return await start_forked(
+        "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
         *(arg for output in outputs for arg in ("-o", output)), "-s", "checkpoint_interval=0.2",
         "-s", f"failures={tmp / 'failures.jsonl'}", "-s", f"dead_letter={tmp / 'dead.jsonl'}", "-s", "store=",
-        "--log-level", "WARNING", cwd=tmp, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        "--log-level", "WARNING", cwd=tmp, env=ENV,
     )  # fmt: skip
 
 
@@ -32,7 +30,7 @@ def written(tmp: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
-async def kill_when(process: asyncio.subprocess.Process, count: int, tmp: Path) -> None:
+async def kill_when(process: Child, count: int, tmp: Path) -> None:
     for _ in range(3000):  # a minute at most
         if written(tmp) >= count or process.returncode is not None:
             break
@@ -60,42 +58,32 @@ async def test_sigkill_then_resume_gives_every_item_once_in_compressed_files(tmp
 
 async def test_stdout_holds_only_the_items(tmp_path: Path) -> None:
     async with serve(make_app(delay=0)) as base:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "-o", "-",
-            "-s", "store=", "-s", f"failures={tmp_path / 'failures.jsonl'}", cwd=tmp_path, env=ENV,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        code, stdout, stderr = await eclaw_forked(
+            "crawl", SPIDER, "-a", f"base_url={base}", "-o", "-", "-s", "store=",
+            "-s", f"failures={tmp_path / 'failures.jsonl'}", cwd=tmp_path, env=ENV,
         )  # fmt: skip
-        stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, stderr.decode()[-2000:]
-    pages = [json.loads(line)["page"] for line in stdout.decode().splitlines()]  # every line an item
+    assert code == 0, stderr[-2000:]
+    pages = [json.loads(line)["page"] for line in stdout.splitlines()]  # every line an item
     assert sorted(pages) == sorted(expected()[0])
-    assert "wrote" in stderr.decode() and "items" in stderr.decode()  # the summary went to stderr
-    said = [line for line in stderr.decode().splitlines() if "not exactly-once" in line]
+    assert "wrote" in stderr and "items" in stderr  # the summary went to stderr
+    said = [line for line in stderr.splitlines() if "not exactly-once" in line]
     assert len(said) == 1 and "output - " in said[0]  # said once, at start
 
 
-def test_stdout_csv(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-o", "stdout:csv",
-         "-s", "store=", "-s", "max_pages=0", "-q"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60,
+async def test_stdout_csv(tmp_path: Path) -> None:
+    _, stdout, _ = await eclaw_forked(
+        "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-o", "stdout:csv", "-s", "store=",
+        "-s", "max_pages=0", "-q", cwd=tmp_path, env=ENV, wait=60,
     )  # fmt: skip
-    assert result.stdout == "", result.stdout  # no item, no log line, no summary on stdout
+    assert stdout == "", stdout  # no item, no log line, no summary on stdout
 
 
-def bad(tmp_path: Path, spec: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-o", spec, "-s", "store="],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-
-
-def test_an_unknown_format_or_scheme_is_one_line_and_exit_2(tmp_path: Path) -> None:
+async def test_an_unknown_format_or_scheme_is_one_line_and_exit_2(tmp_path: Path) -> None:
     for spec, said in [("items.yaml", "unsupported output format '.yaml'"),
                        ("nosuch://x/items.jsonl", "unknown output destination (URL scheme) 'nosuch'")]:  # fmt: skip
-        result = bad(tmp_path, spec)
-        assert result.returncode == 2, result.stderr
-        assert said in result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-        assert result.stdout == ""
+        code, stdout, stderr = await eclaw_forked("crawl", SPIDER, "-o", spec, "-s", "store=", cwd=tmp_path, env=ENV)
+        assert code == 2, stderr
+        assert said in stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
+        assert stdout == ""
 

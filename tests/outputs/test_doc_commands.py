@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
-import subprocess
-import sys
+import shlex
 from pathlib import Path
 
 from eclaw.testing import demo_site
+from tests.forkserver import PIPE, spawn
 from tests.outputs.readback import read_rows
 
 ROOT = Path(__file__).parents[2]
@@ -23,12 +24,24 @@ def doc_commands(page: str) -> list[str]:
 
 
 async def run_command(command: str, base: str, cwd: Path) -> str:
-    shop = f"{sys.executable} -m eclaw crawl {ROOT / 'spiders' / 'shop.py'}"
-    line = command.replace("eclaw crawl spiders/shop.py", shop) + f" -a base_url={base} -s max_pages=80 -q"
-    process = await asyncio.create_subprocess_shell(
-        line, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    """The command (``eclaw`` forked from the fork server) as a shell runs it: its quoting, its ``> FILE``."""
+    words = shlex.split(command)
+    assert words[:3] == ["eclaw", "crawl", "spiders/shop.py"], command
+    args = ["crawl", str(ROOT / "spiders" / "shop.py"), *words[3:], "-a", f"base_url={base}"]
+    stdout = PIPE
+    if ">" in args:  # the shell's redirection of stdout to a file
+        at = args.index(">")
+        stdout = os.open(cwd / args[at + 1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        del args[at : at + 2]
+    try:
+        process = await spawn(*args, "-s", "max_pages=80", "-q", cwd=cwd, env=ENV, stdout=stdout, stderr=PIPE)
+    finally:
+        if stdout != PIPE:
+            os.close(stdout)  # the child has its own copy
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        process.close()
     assert process.returncode == 0, f"{command}: {stderr.decode()[-1500:]}"
     return stdout.decode()
 

@@ -8,7 +8,6 @@ import asyncio
 import gzip
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from eclaw.exceptions import ConfigError
 from eclaw.outputs.registry import FORMATS
 from eclaw.outputs.spec import parse_spec
 from eclaw.testing import serve
+from tests.forkserver import PIPE, spawn
 from tests.state.site import expected, make_app
 
 ROOT = Path(__file__).parents[2]
@@ -39,13 +39,18 @@ def example_package(site: Path) -> Path:
     return site
 
 
-def crawl(tmp: Path, base: str, site: Path, output: str) -> subprocess.CompletedProcess[bytes]:
+async def crawl(tmp: Path, base: str, site: Path, *outputs: str) -> tuple[int, bytes, bytes]:
+    """One ``eclaw crawl`` in a process of its own (it finds the format at its start, as a user's would),
+    forked from the fork server (tests/forkserver.py), writing to each of ``outputs``: its exit code,
+    stdout and stderr."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}"}
-    return subprocess.run(
-        [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "-o", output, "-s", "store=",
-         "-s", f"failures={tmp / 'failures.jsonl'}", "-q"],
-        cwd=tmp, env=env, capture_output=True, timeout=120,
+    process = await spawn(
+        "crawl", SPIDER, "-a", f"base_url={base}", "-s", "store=",
+        *(arg for output in outputs for arg in ("-o", output)), "-s", f"failures={tmp / 'failures.jsonl'}", "-q",
+        cwd=tmp, env=env, stdout=PIPE, stderr=PIPE,
     )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    return await process.wait(), out, err
 
 
 def pages(tsv: bytes) -> list[int]:
@@ -56,18 +61,13 @@ def pages(tsv: bytes) -> list[int]:
 
 async def test_a_format_from_an_installed_package(tmp_path: Path) -> None:
     site = example_package(tmp_path / "site")
-    async with serve(make_app(delay=0)) as base:
-        plain, packed, printed = await asyncio.gather(
-            asyncio.to_thread(crawl, tmp_path, base, site, "items.tsv"),
-            asyncio.to_thread(crawl, tmp_path, base, site, "items.tsv.gz"),
-            asyncio.to_thread(crawl, tmp_path, base, site, "stdout:tsv"),
-        )
-    for result in (plain, packed, printed):
-        assert result.returncode == 0, result.stderr.decode()[-2000:]
+    async with serve(make_app(delay=0)) as base:  # one crawl, its items in the three forms
+        code, out, err = await crawl(tmp_path, base, site, "items.tsv", "items.tsv.gz", "stdout:tsv")
+    assert code == 0, err.decode()[-2000:]
     parsed = sorted(expected()[0])
     assert sorted(pages((tmp_path / "items.tsv").read_bytes())) == parsed
     assert sorted(pages(gzip.decompress((tmp_path / "items.tsv.gz").read_bytes()))) == parsed
-    assert sorted(pages(printed.stdout)) == parsed
+    assert sorted(pages(out)) == parsed
 
 
 def test_in_process_the_registry_sees_it_after_a_refresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,7 +135,7 @@ class Canned(Spider):
 '''
 
 
-def test_a_fetcher_from_an_installed_package(tmp_path: Path) -> None:
+async def test_a_fetcher_from_an_installed_package(tmp_path: Path) -> None:
     site = tmp_path / "site"
     info = site / "canned_fetcher-0.1.dist-info"
     info.mkdir(parents=True)
@@ -143,11 +143,11 @@ def test_a_fetcher_from_an_installed_package(tmp_path: Path) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: canned-fetcher\nVersion: 0.1\n", encoding="utf-8")
     (info / "entry_points.txt").write_text("[eclaw.fetchers]\ncanned = canned_fetcher:Canned\n", encoding="utf-8")
     (tmp_path / "spider.py").write_text(CANNED_SPIDER, encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-m", "eclaw", "crawl", "spider.py", "-o", "-", "-s", "store=", "-q"],
-        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}"}, capture_output=True,
-        text=True, timeout=60,
+    process = await spawn(  # a process of its own, forked from the fork server
+        "crawl", "spider.py", "-o", "-", "-s", "store=", "-q",
+        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{site}"}, stdout=PIPE, stderr=PIPE,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    titles = sorted(json.loads(line)["title"] for line in result.stdout.splitlines())
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()[-2000:]
+    titles = sorted(json.loads(line)["title"] for line in out.decode().splitlines())
     assert titles == ["http://canned.invalid/a", "http://canned.invalid/b"]

@@ -12,7 +12,6 @@ import json
 import shlex
 import sqlite3
 import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -28,12 +27,13 @@ from eclaw.exceptions import ConfigError
 from eclaw.items import Item
 from eclaw.outputs.build import output_for
 from eclaw.testing import collect, serve
+from tests.outputs.forked import Child, start_forked
 from tests.outputs.postgres_server import PASSWORD, PostgresServer, free_port, postgres_server
-from tests.state.site import expected, make_app
+from tests.outputs.state_part import SPIDER as STATE_SPIDER
+from tests.outputs.state_part import expected, make_app
 
 ROOT = Path(__file__).parents[2]
 HERE = str(Path(__file__))
-STATE_SPIDER = str(ROOT / "tests" / "state" / "site.py") + ":StateSpider"
 DOC = ROOT / "docs" / "postgres.md"
 
 
@@ -95,6 +95,7 @@ def pg() -> Iterator[PostgresServer]:
         with postgres_server(directory) as server:
             yield server
     finally:
+        close_polling()
         subprocess.run(["rm", "-rf", str(directory)], check=False)
 
 
@@ -105,17 +106,17 @@ async def site() -> AsyncIterator[tuple[str, Counter]]:
         yield base, counter
 
 
-async def start(args: list[str], cwd: Path) -> asyncio.subprocess.Process:
+async def start(args: list[str], cwd: Path) -> Child:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", *args, "-s", "store=", "--log-level", "WARNING",
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    return await start_forked("crawl", *args, "-s", "store=", "--log-level", "WARNING", cwd=cwd, env=env)
 
 
 async def crawl(args: list[str], cwd: Path, status: int = 0) -> str:
     process = await start(args, cwd)
-    _, err = await asyncio.wait_for(process.communicate(), 120)
+    try:
+        _, err = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        process.close()
     assert process.returncode == status, err.decode()[-3000:]
     return err.decode()
 
@@ -127,11 +128,29 @@ async def wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
         await asyncio.sleep(0.05)
 
 
+_polling: dict[int, Any] = {}  # a connection kept for the polls of count(), by server port
+
+
 def count(pg: PostgresServer, table: str) -> int:
+    """The rows of ``table`` (0 if it does not exist yet, or the server is away), over one connection
+    kept between polls (a new one each 50 ms is a password exchange and a server process each time)."""
+    import psycopg
+
     try:
-        return int(pg.sql(f"SELECT count(*) FROM {table}", "eclaw")[0][0])  # type: ignore[call-overload]
-    except Exception:  # not created yet
+        if pg.port not in _polling:
+            _polling[pg.port] = psycopg.connect(pg.url(), autocommit=True)
+        with _polling[pg.port].cursor() as cursor:
+            return int(cursor.execute(f"SELECT count(*) FROM {table}".encode()).fetchone()[0])
+    except psycopg.errors.UndefinedTable:  # not created yet
         return 0
+    except psycopg.Error:  # the server stopped: a new connection next time
+        close_polling()
+        return 0
+
+
+def close_polling() -> None:
+    while _polling:
+        _polling.popitem()[1].close()
 
 
 def doc_command(pg: PostgresServer, table: str) -> list[str]:
@@ -168,8 +187,8 @@ async def test_sigkill_then_resume_stores_each_item_once(pg: PostgresServer, tmp
     table = "pages_resumed"
     url = pg.url() + f"?table={table}&batch=5"  # rows are committed between checkpoints too
     args = [STATE_SPIDER, "--state", str(tmp_path / "state"), "-o", url, "-s", "checkpoint_interval=1"]
-    async with serve(make_app(0.03)) as base:
-        for threshold in (60, 250):
+    async with serve(make_app(0.08)) as base:
+        for threshold in (50, 120):  # of the 194 items
             process = await start([*args, "-a", f"base_url={base}"], tmp_path)
             await wait_for(lambda threshold=threshold: count(pg, table) >= threshold)  # type: ignore[misc]
             process.kill()  # SIGKILL: no clean-up of any kind
@@ -213,7 +232,7 @@ async def test_bad_destination_exits_2_before_any_download(
 async def test_server_stopped_mid_crawl_then_back_delivers_every_item(pg: PostgresServer, tmp_path: Path) -> None:
     table = "pages_outage"
     spool = tmp_path / "eclaw-data" / f"state-site.{table}.pgspool"
-    async with serve(make_app(0.06)) as base:
+    async with serve(make_app(0.2)) as base:  # a crawl of ~5 s: the server is back before its end
         process = await start([STATE_SPIDER, "-a", f"base_url={base}", "-o", pg.url() + f"?table={table}"], tmp_path)
         try:
             await wait_for(lambda: count(pg, table) >= 30)
@@ -297,7 +316,7 @@ def checkpointed_spool(state: Path) -> bool:
 async def test_server_away_then_sigkill_then_resume_delivers_the_spool_once(pg: PostgresServer, tmp_path: Path) -> None:
     table, state = "pages_spooled", tmp_path / "state"
     args = [STATE_SPIDER, "--state", str(state), "-o", pg.url() + f"?table={table}", "-s", "checkpoint_interval=0.2"]
-    async with serve(make_app(0.05)) as base:
+    async with serve(make_app(0.15)) as base:
         process = await start([*args, "-a", f"base_url={base}"], tmp_path)
         try:
             await wait_for(lambda: count(pg, table) >= 30)

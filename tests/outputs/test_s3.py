@@ -8,8 +8,6 @@ import asyncio
 import gzip
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +17,12 @@ import pytest
 from eclaw.outputs.s3 import PART_SIZE, S3Destination
 from eclaw.outputs.spec import parse_spec
 from eclaw.testing import serve
+from tests.inprocess import eclaw_inprocess
+from tests.outputs.forked import Child, eclaw_forked, start_forked
 from tests.outputs.servers import CREDENTIALS, free_port, moto_server, s3_client
-from tests.state.site import expected, make_app
+from tests.outputs.state_part import SPIDER, expected, make_app
 
 ROOT = Path(__file__).parents[2]
-SPIDER = str(ROOT / "tests" / "state" / "site.py") + ":StateSpider"
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +53,16 @@ def pages_in(endpoint: str, key: str) -> list[int]:
     return [int(json.loads(line)["page"]) for line in gzip.decompress(body).splitlines()]
 
 
-async def start(endpoint: str, base: str, tmp: Path, key: str, **extra: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
+async def start(endpoint: str, base: str, tmp: Path, key: str, **extra: str) -> Child:
+    return await start_forked(
+        "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
         "-o", str(tmp / "gauge.jsonl"), "-o", f"s3://items/{key}", "-s", "checkpoint_interval=0.2",
         "-s", f"failures={tmp / 'failures.jsonl'}", "-s", f"dead_letter={tmp / 'dead.jsonl'}", "-s", "store=",
-        "--log-level", "WARNING", cwd=tmp, env=env(endpoint, **extra), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        "--log-level", "WARNING", cwd=tmp, env=env(endpoint, **extra),
     )  # fmt: skip
 
 
-async def kill_when(process: asyncio.subprocess.Process, count: int, tmp: Path) -> None:
+async def kill_when(process: Child, count: int, tmp: Path) -> None:
     gauge = tmp / "gauge.jsonl"
     for _ in range(3000):  # a minute at most
         if (gauge.exists() and gauge.read_bytes().count(b"\n") >= count) or process.returncode is not None:
@@ -74,11 +72,17 @@ async def kill_when(process: asyncio.subprocess.Process, count: int, tmp: Path) 
     await process.wait()
 
 
-async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path) -> None:
+async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``eclaw crawl`` by the CLI's main in this process (the SIGKILL test runs it as a process)."""
+    for name, value in env(endpoint).items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
     async with serve(make_app(delay=0)) as base:
-        process = await start(endpoint, base, tmp_path, "{spider}.jsonl.gz")
-        _, stderr = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, stderr.decode()[-2000:]
+        code, _, stderr = await eclaw_inprocess(
+            "crawl", SPIDER, "-a", f"base_url={base}", "-o", "s3://items/{spider}.jsonl.gz", "-s", "store=",
+            "-s", f"failures={tmp_path / 'failures.jsonl'}", "--log-level", "WARNING",
+        )  # fmt: skip
+    assert code == 0, stderr[-2000:]
     pages = pages_in(endpoint, "state-site.jsonl.gz")
     assert sorted(pages) == sorted(expected()[0])
 
@@ -159,14 +163,14 @@ async def test_a_failed_commit_keeps_the_bytes_for_the_next(caplog: pytest.LogCa
      ("s3://items/x.jsonl", {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""},
       "output s3://items/x.jsonl: Unable to locate credentials")],
 )  # fmt: skip
-def test_bad_bucket_endpoint_or_credentials_is_one_line_and_exit_2(
+async def test_bad_bucket_endpoint_or_credentials_is_one_line_and_exit_2(
     endpoint: str, tmp_path: Path, spec: str, extra: dict[str, str], said: str
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-o", spec,
-         "-s", "store="], cwd=tmp_path, env=env(endpoint, **extra), capture_output=True, text=True, timeout=60,
+    code, _, stderr = await eclaw_forked(
+        "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-o", spec, "-s", "store=",
+        cwd=tmp_path, env=env(endpoint, **extra), wait=60,
     )  # fmt: skip
-    assert result.returncode == 2, result.stderr
-    assert said in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "testing-secret" not in result.stderr
+    assert code == 2, stderr
+    assert said in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "testing-secret" not in stderr

@@ -4,16 +4,15 @@ its parser; a line followed by ``eclaw: error: …`` must print exactly that and
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from eclaw.cli.main import parser
+from tests.inprocess import eclaw_inprocess
+from tests.service.forked_service import ForkedService
 from tests.service.helpers import SPIDERS, Service, site, write_project
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -38,25 +37,28 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     project = write_project(tmp_path_factory.mktemp("myproject"))
     (project / "broken.py").unlink()
     (project / "spiders.py").write_text(SPIDERS.replace("class Slow", "class Books").replace('"slow"', '"books"'))
-    service = Service(project).start()
+    service = ForkedService(project).start()
     yield service
     service.drain()
     service.stop()
 
 
-def test_client_examples_run(service: Service) -> None:
-    env = {**os.environ, "ECLAW_SERVER": service.url}
-    env.pop("ECLAW_SERVE_TOKEN", None)
+async def test_client_examples_run(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line run by the CLI's main in this process (a client command: what it says and its exit
+    code are the point, not its process), with the environment the page's reader has set."""
+    monkeypatch.setenv("ECLAW_SERVER", service.url)
+    monkeypatch.delenv("ECLAW_SERVE_TOKEN", raising=False)
     examples = commands("api.md")
     assert len(examples) >= 15
     with site(delay=0.01) as base:
         for line, error in examples:
             argv = shlex.split(line.replace("http://127.0.0.1:8000/", f"{base}/?count=3"))
-            result = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, env=env, timeout=60)
+            assert argv[0] == "eclaw", line
+            code, _, stderr = await eclaw_inprocess(*argv[1:], wait=60)
             if error:
-                assert (result.returncode, result.stderr.strip()) == (2, error), line
+                assert (code, stderr.strip()) == (2, error), line
             else:
-                assert result.returncode == 0, f"{line}: {result.stderr}"
+                assert code == 0, f"{line}: {stderr}"
         service.drain()
 
 

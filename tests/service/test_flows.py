@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.service.forked_service import ForkedService
 from tests.service.helpers import FLOW, SPIDERS, Service, site, wait_for
 
 FAILING = '''
@@ -39,7 +40,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     project = tmp_path_factory.mktemp("flows")
     (project / "pages_flow.py").write_text(FLOW)
     (project / "failing_flow.py").write_text(FAILING)
-    service = Service(project).start()
+    service = ForkedService(project).start()
     yield service
     service.drain()
     service.stop()

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from eclaw.testing import serve
+from tests.service.forked_service import ForkedService
 from tests.service.helpers import Service, wait_for
 
 SPIDERS = '''
@@ -88,7 +89,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     project = tmp_path_factory.mktemp("shop")
     (project / "shop.py").write_text(SPIDERS)
     (project / "checks.toml").write_text("[monitors]\nitems = { min = 4 }\n")
-    service = Service(project, "--max-jobs", "2").start()
+    service = ForkedService(project, "--max-jobs", "2").start()
     yield service
     service.drain()
     service.stop()

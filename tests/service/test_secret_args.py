@@ -5,6 +5,7 @@ spider still gets the real values, and no file of the job holds a secret one."""
 from __future__ import annotations
 
 import hashlib
+import io
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from eclaw.service import launch
+from tests.service.forked_service import ForkedService
 from tests.service.helpers import Service, site, wait_for
 
 SPIDER = '''
@@ -43,7 +46,7 @@ def base() -> Iterator[str]:
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     project = tmp_path_factory.mktemp("vault")
     (project / "vault.py").write_text(SPIDER)
-    service = Service(project).start()
+    service = ForkedService(project).start()
     yield service
     service.drain()
     service.stop()
@@ -91,10 +94,22 @@ def test_arguments_are_on_no_command_line_and_reach_the_spider(service: Service,
     assert leaks == []
 
 
-@pytest.mark.parametrize("given", [b"[1]", b'{"args": {"a": 1}}', b"{", b"x" * ((1 << 20) + 1)])
-def test_bad_arguments_on_stdin_are_one_line_and_exit_2(given: bytes, tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", [b"[1]", b'{"args": {"a": 1}}', b"{"])
+def test_bad_arguments_on_stdin_are_one_line_and_exit_2(
+    given: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher's ``main`` in this process, its stdin ``given`` (the process itself: the test below)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(given)))
+    monkeypatch.setattr(sys, "argv", ["launch", "crawl", "nothing.py"])
+    assert launch.main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eclaw: error: the job's arguments on stdin: ") and err.count("\n") == 1
+
+
+def test_oversize_arguments_on_the_stdin_of_the_process_are_one_line_and_exit_2(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "eclaw.service.launch", "crawl", "nothing.py"]
+    given = b"x" * ((1 << 20) + 1)
     result = subprocess.run(command, input=given, capture_output=True, cwd=tmp_path, timeout=60)
     assert result.returncode == 2
-    assert result.stderr.decode().startswith("eclaw: error: the job's arguments on stdin: ")
+    assert result.stderr.decode().startswith("eclaw: error: the job's arguments on stdin: over ")
     assert result.stderr.decode().count("\n") == 1

@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.inprocess import eclaw_inprocess
+from tests.service.forked_service import ForkedService
 from tests.service.helpers import Service, site, wait_for, write_project
 
 
@@ -27,7 +27,7 @@ def base() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     project = write_project(tmp_path_factory.mktemp("project"))
-    service = Service(project, "--max-jobs", "1").start()
+    service = ForkedService(project, "--max-jobs", "1").start()
     yield service
     service.drain()
     service.stop()
@@ -129,16 +129,15 @@ def test_schedule_fires_each_slot_once(service: Service, base: str) -> None:
         wait_for(lambda record=record: done(service, record["id"]), 60, "the scheduled jobs")
 
 
-def test_not_local_host_needs_a_token(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "ECLAW_SERVE_TOKEN"}
-    result = subprocess.run([sys.executable, "-m", "eclaw", "serve", "--project", str(tmp_path), "--host", "0.0.0.0"],
-                            capture_output=True, text=True, env=env, timeout=30)  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.strip() == "eclaw: error: --host 0.0.0.0 needs a token (--token or ECLAW_SERVE_TOKEN)"
+async def test_not_local_host_needs_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ECLAW_SERVE_TOKEN", raising=False)
+    code, _, stderr = await eclaw_inprocess("serve", "--project", str(tmp_path), "--host", "0.0.0.0", wait=30)
+    assert code == 2
+    assert stderr.strip() == "eclaw: error: --host 0.0.0.0 needs a token (--token or ECLAW_SERVE_TOKEN)"
 
 
 def test_token_is_required_when_set(tmp_path: Path) -> None:
-    service = Service(write_project(tmp_path / "p"), token="t0ken-xyz").start()
+    service = ForkedService(write_project(tmp_path / "p"), token="t0ken-xyz").start()
     try:
         assert service.call("GET", "/api/jobs", auth=False)[0] == 401
         assert service.call("GET", "/api/jobs")[0] == 200
@@ -155,7 +154,7 @@ def test_token_is_required_when_set(tmp_path: Path) -> None:
 
 
 def test_kill_9_then_restart_adopts_the_live_job(tmp_path: Path, base: str) -> None:
-    service = Service(write_project(tmp_path / "p")).start()
+    service = ForkedService(write_project(tmp_path / "p")).start()
     try:
         body = {"spider": "slow", "args": {"start_urls": f"{base}/?count=5000"}}
         started = service.call("POST", "/api/jobs", body)[1]
@@ -178,7 +177,7 @@ def test_kill_9_then_restart_adopts_the_live_job(tmp_path: Path, base: str) -> N
 
 
 def test_restart_resumes_a_job_whose_process_is_gone(tmp_path: Path, base: str) -> None:
-    service = Service(write_project(tmp_path / "p")).start()
+    service = ForkedService(write_project(tmp_path / "p")).start()
     try:
         body = {"spider": "slow", "args": {"start_urls": f"{base}/?count=120"}}
         started = service.call("POST", "/api/jobs", body)[1]
@@ -207,7 +206,7 @@ def _zombie(pid: int) -> bool:
 
 
 def test_retention_keeps_the_newest_jobs(tmp_path: Path, base: str) -> None:
-    service = Service(write_project(tmp_path / "p"), "--keep-jobs", "1").start()
+    service = ForkedService(write_project(tmp_path / "p"), "--keep-jobs", "1").start()
     try:
         ids = []
         for _ in range(2):

@@ -10,7 +10,6 @@ import json
 import shlex
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,7 +24,9 @@ from eclaw.service.db import Store, open_store
 from eclaw.service.jobs import JobManager
 from eclaw.service.project import Project
 from eclaw.service.schedules import Scheduler
+from tests.inprocess import eclaw_inprocess
 from tests.outputs.postgres_server import PASSWORD, PostgresServer, free_port, postgres_server
+from tests.service.forked_service import ForkedService
 from tests.service.helpers import Service, site, wait_for, write_project
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -269,7 +270,7 @@ def served(pg: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
     assert argv[:4] == ["eclaw", "serve", "--project", "myproject"] and argv[4] == "--store" and len(argv) == 6
     options = dict(part.split("=", 1) for part in argv[5].partition("?")[2].split("&"))
     assert set(options) == {"schema", "passfile"}  # the password file is the docs' advice; here: in the URI
-    service = Service(write_project(tmp_path_factory.mktemp("served") / "myproject"), "--store",
+    service = ForkedService(write_project(tmp_path_factory.mktemp("served") / "myproject"), "--store",
                       f"{pg.url()}?schema={options['schema']}").start()  # fmt: skip
     yield service, options["schema"]
     service.drain()
@@ -310,12 +311,14 @@ def test_serve_kill_9_then_restart_adopts_the_running_job(served: tuple[Service,
     assert [j["id"] for j in service.call("GET", "/api/jobs")[1]["jobs"]].count(started["id"]) == 1
 
 
-def test_the_docs_failing_store_example(tmp_path: Path) -> None:
-    """The docs' failing example, run as written: one line, exit 2, the password masked."""
+async def test_the_docs_failing_store_example(tmp_path: Path) -> None:
+    """The docs' failing example, run as written (by the CLI's main, in this process: the test's working
+    directory is ``tmp_path``): one line, exit 2, the password masked."""
     examples = [(line, error) for line, error in _doc_lines() if error]
     assert examples
     (tmp_path / "myproject").mkdir()
     for line, error in examples:
-        done = subprocess.run([sys.executable, "-m", *shlex.split(line)], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=60, check=False)  # fmt: skip
-        assert (done.returncode, done.stderr.strip()) == (2, error), line
+        argv = shlex.split(line)
+        assert argv[0] == "eclaw", line
+        code, _, stderr = await eclaw_inprocess(*argv[1:], wait=60)
+        assert (code, stderr.strip()) == (2, error), line

@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import headless_chromium
+from tests.service.forked_service import ForkedService
 from tests.service.helpers import FLOW, Service, site, write_project
 
 pytestmark = pytest.mark.usefixtures("chromium")
@@ -29,7 +30,7 @@ def base() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    service = Service(write_project(tmp_path_factory.mktemp("project"))).start()
+    service = ForkedService(write_project(tmp_path_factory.mktemp("project"))).start()
     yield service
     service.drain()
     service.stop()
