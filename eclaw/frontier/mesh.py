@@ -18,6 +18,10 @@ marked with :data:`LENT`. The lender has forgotten them, and its saved state mus
 before the borrower may take them, or a crash of the lender would see them crawled twice:
 each lent line is read only once it is within ``A-B.commit``, the length the lender's last
 checkpoint on disk holds (without ``--state``, the file's length as soon as it is written).
+A request the reader's dupe filter lets through (``dont_filter``: a start URL, a retry of a
+lent request going back to its owner) is held so too, marked :data:`HELD`: read before the writer's
+checkpoint, it would be fetched and stored there, and again by the writer resumed from a
+checkpoint that still holds it (its line cut off the file), a page's item written twice.
 
 Also in the directory: ``status-K.json`` (is process K idle, and how far has it read),
 ``end`` (written by the parent once every process is idle and every file read to its
@@ -32,10 +36,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LENT", "Mesh", "mesh_files", "read_status", "unread"]
+__all__ = ["HELD", "LENT", "Mesh", "mesh_files", "read_status", "unread"]
 
 _READ_MAX = 4 << 20  # bytes of one inbox file read at once, at most
 LENT = b"="  # the start of the line of a request lent to the reader (no URL and no JSON record starts so)
+HELD = b"!"  # the start of the line of a request the reader does not deduplicate, read once committed
+_GATED = (LENT, HELD)  # lines read only within the writer's commit
 
 
 def mesh_files(directory: Path, count: int) -> list[tuple[int, int, Path]]:
@@ -55,8 +61,8 @@ class Mesh:
         self._based: set[int] = set()  # peers whose base for this run is known (their file may be read)
         self._saved: dict[str, Any] | None = None
         self._said: dict[str, Any] | None = None
-        self._committed: dict[int, int] = {}  # peer -> the length of its file whose lent lines may be read
-        self._blocked: dict[int, tuple[int, int]] = {}  # peer -> (start, end) of a lent line not committed yet
+        self._committed: dict[int, int] = {}  # peer -> the length of its file whose lent/held lines may be read
+        self._blocked: dict[int, tuple[int, int]] = {}  # peer -> (start, end) of a gated line not committed yet
 
     def _path(self, writer: int, reader: int, suffix: str = ".jsonl") -> Path:
         return self.directory / f"{writer}-{reader}{suffix}"
@@ -110,7 +116,8 @@ class Mesh:
         return self._sent[peer]
 
     def commit(self, peer: int, length: int) -> None:
-        """The lent lines of ``peer``'s file up to ``length`` may be read: their lender's state holds them."""
+        """The lent and held lines of ``peer``'s file up to ``length`` may be read: this process's saved
+        state holds them as sent."""
         _write_atomically(self._path(self.part, peer, ".commit"), str(length))
 
     def arrivals(self) -> dict[int, tuple[list[bytes], int]]:
@@ -134,26 +141,27 @@ class Mesh:
             except FileNotFoundError:
                 continue
             end = data.rfind(b"\n") + 1  # a line being written is read once it is whole
-            if end and (data.startswith(LENT) or b"\n" + LENT in data[:end]):
+            if end and _gates(data[:end]):
                 end = self._committed_end(peer, data[:end], start)
             if end:
-                found[peer] = (data[:end].splitlines(), start + end)
+                found[peer] = (data[: end - 1].split(b"\n"), start + end)  # a line's bytes: its length + 1
         return found
 
     def _committed_end(self, peer: int, data: bytes, start: int) -> int:
         """Where the lines of ``data`` (read from ``start``) that may be taken now end: before the first
-        lent line past the lender's commit."""
+        lent or held line past the writer's commit."""
         committed = self._committed.get(peer, 0)
         if start + len(data) > committed:
             committed = self._commit_of(peer)
         if start + len(data) <= committed:
             return len(data)
         position = 0
-        for line in data.splitlines(keepends=True):
-            if line.startswith(LENT) and start + position + len(line) > committed:
-                self._blocked[peer] = (start + position, start + position + len(line))
+        for line in data[:-1].split(b"\n"):  # whole lines: ``data`` ends with a newline
+            size = len(line) + 1
+            if line[:1] in _GATED and start + position + size > committed:
+                self._blocked[peer] = (start + position, start + position + size)
                 break
-            position += len(line)
+            position += size
         return position
 
     def _commit_of(self, peer: int) -> int:
@@ -195,6 +203,11 @@ class Mesh:
 
     def ended(self) -> bool:
         return (self.directory / "end").exists()
+
+
+def _gates(data: bytes) -> bool:
+    """Whether a line of ``data`` (whole lines) waits for its writer's commit (lent, or held)."""
+    return any(data.startswith(mark) or b"\n" + mark in data for mark in _GATED)
 
 
 def _write_atomically(path: Path, text: str) -> None:

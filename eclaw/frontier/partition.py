@@ -17,7 +17,17 @@ is lent) and writes them to the idle one's file, marked as lent; the borrower qu
 as they are (they were filtered and counted by their owner) and saves them as its own, and
 the lender's saved state forgets them (see the mesh for the order of the two). A retry of a
 lent request goes back to its owner, and a redirect to the owner of the page it led to, as
-any link does.
+any link does; a request its owner will not deduplicate (``dont_filter``: a retry) is held
+until the sender's checkpoint on disk holds it as sent, as a lent one is.
+
+Exactly once, through a kill -9 at any moment (``--state``): a process's checkpoint holds, in
+one consistent cut, the requests its crawl has taken in and how far it has read each file.
+The poller takes a file's lines in through the crawl (the :class:`~eclaw.frontier.base.Feed`'s
+``admit`` and ``adopt``, which record their requests in the saved state's journal before they
+first suspend), and a checkpoint may fall at any later suspension; so the read position moves
+on just before the call that records a run of lines, never after it: a checkpoint that holds a
+lent (or held) request as this process's own also holds its line as read, or the resumed
+process would read the line again and queue the request twice.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from eclaw.exceptions import NotSerialisable
 from eclaw.frontier.base import FORWARDED, Feed, check_request, fingerprint, host_overrides
 from eclaw.frontier.default import DefaultFrontier
-from eclaw.frontier.mesh import LENT, Mesh, read_status
+from eclaw.frontier.mesh import HELD, LENT, Mesh, read_status
 from eclaw.frontier.serial import from_line, to_line
 from eclaw.http import Request
 from eclaw.http.urls import url_host
@@ -63,8 +73,10 @@ class PartFrontier(DefaultFrontier):
         self._feed: Feed | None = None
         self._stopping: Callable[[], bool] = lambda: False
         self._reserve = 0  # requests a process keeps queued before it lends any: its concurrency
-        self._uncommitted: dict[int, int] = {}  # peer -> where the lent lines no checkpoint on disk holds end
+        self._uncommitted: dict[int, int] = {}  # peer -> where the lent/held lines no checkpoint on disk holds end
+        self._holding: set[int] = set()  # peers with a held line among the records waiting in ``_out``
         self._at_checkpoint: dict[int, int] = {}  # each peer's file's length at the checkpoint being saved
+        self._commits: dict[int, int] = {}  # peer -> the length of its file it may read lent/held lines to
         self._poller: asyncio.Task[None] | None = None
         self._arrived = asyncio.Event()
         self._idle = False
@@ -134,6 +146,9 @@ class PartFrontier(DefaultFrontier):
             if lines:
                 self.mesh.send(peer, lines)
                 lines.clear()
+                if peer in self._holding:
+                    self._holding.discard(peer)
+                    self._gated(peer)
         return reasons
 
     def _filter(self, request: Request) -> str | None:
@@ -150,10 +165,14 @@ class PartFrontier(DefaultFrontier):
 
     def _forward(self, request: Request, owner: int) -> str:
         try:
-            self._out[owner].append(to_line(request, self._spider))
+            line = to_line(request, self._spider)
         except NotSerialisable as exc:
             logger.error("%s: it cannot go to another process", exc)
             return "not serialisable"
+        if request.dont_filter:  # its owner's dupe filter would not stop a second one: held (see the mesh)
+            line = HELD + line
+            self._holding.add(owner)
+        self._out[owner].append(line)
         return FORWARDED  # remembered as seen lately: a repeat is a duplicate (queued there)
 
     def elsewhere(self, url: str) -> bool:
@@ -179,8 +198,7 @@ class PartFrontier(DefaultFrontier):
                 queued = self._queued
                 self.mesh.say(idle=False)
                 for peer, (lines, position) in arrived.items():
-                    await self._take(lines)
-                    self.mesh.taken(peer, position)
+                    await self._take(peer, lines, position)
                 if self._queued != queued:
                     self._idle = False  # work for the crawl: it is not idle from here
                     self._arrived.set()
@@ -194,22 +212,34 @@ class PartFrontier(DefaultFrontier):
             await asyncio.sleep(_POLL)
         self._arrived.set()
 
-    async def _take(self, lines: list[bytes]) -> None:
+    async def _take(self, peer: int, lines: list[bytes], end: int) -> None:
+        """Take in ``lines``, read from ``peer``'s file up to ``end``: a run of lines at a time, in the
+        file's order (lent ones adopted, the others admitted), the read position moved on to a run's end
+        just before the call that records it, with no suspension between (see the module's doc)."""
         assert self._feed is not None
-        found: list[Request] = []
-        lent: list[Request] = []
-        for line in lines:
-            if line.startswith(LENT):
-                lent.append(from_line(line[len(LENT) :], self._spider))
+        position = end - sum(len(line) + 1 for line in lines)
+        for lent, run in self._runs(lines):
+            position += sum(len(line) + 1 for line in run)
+            requests = [from_line(line[1:] if line[:1] in (LENT, HELD) else line, self._spider) for line in run]
+            for request in requests:
+                request._id = 0  # the sender's id: it gets one of this process's own
+            self.mesh.taken(peer, position)
+            if lent:
+                await self._feed.adopt(requests)
+                self._queued += len(requests)
             else:
-                found.append(from_line(line, self._spider))
-        for request in found + lent:
-            request._id = 0  # the sender's id: it gets one of this process's own
-        for start in range(0, len(found), 1000):
-            await self._feed.admit(found[start : start + 1000])
-        if lent:
-            await self._feed.adopt(lent)
-            self._queued += len(lent)
+                await self._feed.admit(requests)
+
+    @staticmethod
+    def _runs(lines: list[bytes]) -> list[tuple[bool, list[bytes]]]:
+        """``lines`` in runs of lent ones and of others (each of 1,000 lines at most), in order."""
+        runs: list[tuple[bool, list[bytes]]] = []
+        for line in lines:
+            lent = line.startswith(LENT)
+            if not runs or runs[-1][0] != lent or len(runs[-1][1]) == 1000:
+                runs.append((lent, []))
+            runs[-1][1].append(line)
+        return runs
 
     # -- lending to an idle process ----------------------------------------------------------
 
@@ -253,22 +283,45 @@ class PartFrontier(DefaultFrontier):
         self.mesh.send(peer, lines)
         self._feed.lent(lent)
         logger.debug("lent %d requests to process %d", len(lent), peer + 1)
-        if self._feed.keeps_state:  # readable once a checkpoint on disk holds them as lent (checkpointed)
+        self._gated(peer)
+
+    def _gated(self, peer: int) -> None:
+        """Lent or held lines were just written to ``peer``'s file: it may read them once a checkpoint on
+        disk holds them as sent (``checkpointed``, one asked for now), at once without ``--state``."""
+        if self._feed is not None and self._feed.keeps_state:
             self._uncommitted[peer] = self.mesh.sent(peer)
             self._feed.save_soon()
         else:
-            self.mesh.commit(peer, self.mesh.sent(peer))
+            self._commit(peer, self.mesh.sent(peer))
 
     async def idle(self) -> None:
         """The crawl has nothing left to do: wait until the other processes send work (queued here)
         or every process is idle with every file read (the parent writes ``end``), or a stop."""
         self._idle = True
+        self._release_unsaved()
         try:  # work that came while the crawl's idle handlers ran is queued: not idle
             while self._idle and not self._pending and not (self._stopping() or self.mesh.ended()):
                 self._arrived.clear()
                 await self._arrived.wait()
         finally:
             self._idle = False
+
+    def _release_unsaved(self) -> None:
+        """Held lines sent after the last checkpoint taken, as the crawl goes idle, came from its idle
+        handlers (lent ones cannot: a lender has a queue, and takes the checkpoint it asked for before
+        it runs dry). No checkpoint is taken while idle, so they are readable now, or their owner would
+        wait for ever; the handlers run again after a resume, so a request of theirs may then be fetched
+        again, as in a crawl on one process."""
+        for peer, end in list(self._uncommitted.items()):
+            if end > self._at_checkpoint.get(peer, 0):
+                self._commit(peer, end)
+                del self._uncommitted[peer]
+
+    def _commit(self, peer: int, length: int) -> None:
+        """``peer`` may read the lent and held lines of its file up to ``length`` (never fewer than before)."""
+        if length > self._commits.get(peer, -1):
+            self._commits[peer] = length
+            self.mesh.commit(peer, length)
 
     async def close(self) -> None:
         if self._poller is not None:
@@ -285,10 +338,10 @@ class PartFrontier(DefaultFrontier):
         return saved
 
     def checkpointed(self) -> None:
-        """What was lent before the checkpoint now on disk may be read by the borrowers."""
+        """What was lent or held before the checkpoint now on disk may be read by its readers."""
         for peer, end in list(self._uncommitted.items()):
             length = self._at_checkpoint.get(peer, 0)
-            self.mesh.commit(peer, length)
+            self._commit(peer, length)
             if length >= end:
                 del self._uncommitted[peer]
 
