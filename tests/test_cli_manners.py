@@ -12,7 +12,8 @@ import pytest
 
 from eclaw.cli.main import main, parser
 from tests.conftest import read_jsonl
-from tests.test_cli import SHOP, eclaw
+from tests.inprocess import eclaw_inprocess as eclaw  # the CLI run in this process, its output captured
+from tests.test_cli import SHOP
 from tests.test_devloop import spider_file
 
 WARNER = """

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from eclaw import Response, Spider
 from eclaw.cli.flow import load_flow
 from eclaw.flows import Context, Flow, FlowError, Items, TaskFailed
+from tests.inprocess import eclaw_inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -272,12 +271,7 @@ async def test_example_shop_flow_end_to_end(tmp_path: Path, demo_url: str) -> No
 
 async def test_cli_show_run_status_and_backfill(tmp_path: Path, demo_url: str) -> None:
     async def eclaw(*args: str) -> tuple[int, str, str]:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "eclaw", "flow", *args,
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(process.communicate(), 120)
-        return process.returncode or 0, out.decode(), err.decode()
+        return await eclaw_inprocess("flow", *args)  # in tmp_path, the test's working directory
 
     flow_file = str(ROOT / "spiders/shop_flow.py")
     code, out, _ = await eclaw("show", flow_file)

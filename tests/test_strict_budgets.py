@@ -8,9 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,8 @@ from eclaw import Engine, Response, Settings, Spider
 from eclaw.middlewares import Retry
 from eclaw.testing import serve
 from tests.conftest import assert_accounted
+from tests.forkserver import PIPE, spawn
+from tests.inprocess import eclaw_inprocess
 
 ROOT = Path(__file__).resolve().parents[1]
 SPIDER = f"{Path(__file__).resolve()}:Maze"
@@ -88,19 +87,24 @@ async def test_a_retry_is_a_download_of_the_budget() -> None:
     assert site.fetched <= 25 and stats.finish_reason == "max pages"
 
 
+def crawl_args(base: str, *extra: str) -> list[str]:
+    """The arguments of ``eclaw crawl`` of the maze at ``base``, 16 downloads at a time, 25 pages at most."""
+    return ["crawl", SPIDER, "-a", f"start_urls={base}/p/0", "-s", "store=",
+            "-s", "concurrency=16", "-s", "max_pages=25", "--log-level", "WARNING", *extra]  # fmt: skip
+
+
 async def cli_crawl(base: str, tmp: Path, *extra: str) -> tuple[int, str, str]:
-    """``eclaw crawl`` of the maze as a user runs it (a process of its own): exit code, stdout, stderr."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"start_urls={base}/p/0", "-s", "store=",
-        "-s", "concurrency=16", "-s", "max_pages=25", "--log-level", "WARNING", *extra,
-        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    """``eclaw crawl`` of the maze as a user runs it, a process of its own (for a crawl that forks its
+    processes), forked from the fork server (tests/forkserver.py) rather than a new Python: exit code,
+    stdout, stderr."""
+    process = await spawn(
+        *crawl_args(base, *extra), cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=PIPE, stderr=PIPE, start_new_session=True,
     )  # fmt: skip
     try:
         out, err = await asyncio.wait_for(process.communicate(), 180)
-    except TimeoutError:
-        os.killpg(process.pid, signal.SIGKILL)
-        raise
+    finally:
+        process.close()  # still running (it timed out): killed with its session by the fork server
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -108,9 +112,10 @@ async def cli_crawl(base: str, tmp: Path, *extra: str) -> tuple[int, str, str]:
 async def test_a_budget_with_state_pauses_and_the_resume_fetches_the_next_pages(tmp_path: Path) -> None:
     site = Warren()
     async with serve(site.app()) as base:
-        first = await cli_crawl(base, tmp_path, "--state", "saved", "-o", "first.jsonl")
+        # the command run in this process (in tmp_path, the test's working directory)
+        first = await eclaw_inprocess(*crawl_args(base, "--state", "saved", "-o", "first.jsonl"))
         before = Counter(site.hits)
-        second = await cli_crawl(base, tmp_path, "--state", "saved", "-o", "second.jsonl")
+        second = await eclaw_inprocess(*crawl_args(base, "--state", "saved", "-o", "second.jsonl"))
     for code, out, err in (first, second):
         assert code == 0 and re.search(r"finish reason\s+max pages", out), out + err
     again = site.hits - before
@@ -122,7 +127,7 @@ async def test_on_two_processes_the_budget_is_the_whole_crawls(tmp_path: Path) -
     site = Warren()
     async with serve(site.app()) as base:
         code, out, err = await cli_crawl(base, tmp_path, "--processes", "2", "-o", "items.jsonl")
-        small = await cli_crawl(base, tmp_path, "--processes", "2", "-s", "max_pages=1")
+        small = await eclaw_inprocess(*crawl_args(base, "--processes", "2", "-s", "max_pages=1"))  # forks nothing
     assert code == 0 and re.search(r"finish reason\s+max pages", out), out + err
     assert site.fetched <= 25 and max(site.hits.values()) == 1  # before: 13 a process, up to 41 in all
     assert small[0] == 2 and small[2].strip().splitlines() == [

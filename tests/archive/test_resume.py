@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eclaw.testing import serve
-from tests.archive.helpers import crawl, read_archive, start
+from tests.archive.helpers import read_archive
+from tests.archive.running import crawl_here, start_forked
 from tests.state.site import PAGES, make_app
 
 SPIDER = str(Path(__file__).parents[1] / "state" / "site.py") + ":StateSpider"
@@ -39,18 +40,18 @@ async def test_sigkill_twice_a_pause_then_resume_archives_each_page_once(tmp_pat
     archive = tmp_path / "crawl.warc.gz"
     async with serve(make_app()) as base:
         for threshold in (60_000, 200_000):  # about a tenth, then a third of the pages
-            process = await start(*options(base, tmp_path), cwd=tmp_path, spider=SPIDER)
+            process = await start_forked(*options(base, tmp_path), cwd=tmp_path, spider=SPIDER)
             await wait_for(lambda threshold=threshold: size(archive) >= threshold)  # type: ignore[misc]
             process.kill()  # SIGKILL: no clean-up of any kind
             await process.wait()
         assert not (tmp_path / "crawl.cdxj").exists()  # written at the end only
-        process = await start(*options(base, tmp_path), cwd=tmp_path, spider=SPIDER)
+        process = await start_forked(*options(base, tmp_path), cwd=tmp_path, spider=SPIDER)
         await wait_for(lambda: size(archive) >= 350_000)
         process.send_signal(signal.SIGINT)  # a pause: the archive is closed, its index written
         stdout, _ = await process.communicate()
         assert process.returncode == 0 and "crawl paused" in stdout.decode()
         assert (tmp_path / "crawl.cdxj").exists()
-        await crawl(*options(base, tmp_path), cwd=tmp_path, spider=SPIDER)
+        await crawl_here(*options(base, tmp_path), cwd=tmp_path, spider=SPIDER)
 
     records = read_archive(archive)  # reads to the end: no torn record
     assert records[0].kind == "warcinfo" and sum(r.kind == "warcinfo" for r in records) == 1

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +16,10 @@ import pytest_asyncio
 from warcio.archiveiterator import ArchiveIterator
 
 from eclaw.testing import serve
-from tests.archive.helpers import ROOT, SPIDER, Record, crawl, read_archive, sha1_b32
+from tests.archive.helpers import ROOT, SPIDER, Record, read_archive, sha1_b32
+from tests.archive.running import crawl_here
 from tests.archive.site import FAILED, GZ_DECODED, PARSED, REDIRECTS, SENT, TOKEN, make_app
+from tests.forkserver import PIPE, spawn
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -39,9 +39,9 @@ async def crawled(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cra
     the same spider and run key, so revisits), and another run key to plain.warc."""
     folder = tmp_path_factory.mktemp("archives")
     async with serve(make_app()) as base:
-        await crawl("-a", f"base_url={base}", "-o", "first.warc.gz", cwd=folder)
-        await crawl("-a", f"base_url={base}", "-o", "second.warc.gz", cwd=folder)
-        await crawl("-a", f"base_url={base}", "-o", "plain.warc", "-s", "run_key=other", cwd=folder)
+        await crawl_here("-a", f"base_url={base}", "-o", "first.warc.gz", cwd=folder)
+        await crawl_here("-a", f"base_url={base}", "-o", "second.warc.gz", cwd=folder)
+        await crawl_here("-a", f"base_url={base}", "-o", "plain.warc", "-s", "run_key=other", cwd=folder)
         yield Crawled(base, folder, folder / "first.warc.gz", folder / "second.warc.gz", folder / "plain.warc")
 
 
@@ -165,9 +165,9 @@ async def test_without_the_warc_extra_one_line_and_exit_2(tmp_path: Path) -> Non
     fake = tmp_path / "fake" / "warcio"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError(\"No module named 'warcio'\")\n")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-s", "store=",
-        "-o", "x.warc.gz", cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = await spawn(  # forked from the fork server, which never imports warcio
+        "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-s", "store=",
+        "-o", "x.warc.gz", cwd=tmp_path, stdout=PIPE, stderr=PIPE,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path / 'fake'}:{ROOT}"},
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(process.communicate(), 60)

@@ -8,13 +8,11 @@ and in the error its broken page raises; the ``proxies`` setting names a real ti
 
 from __future__ import annotations
 
-import asyncio
 import base64
+import contextlib
 import gzip
 import json
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager, closing
@@ -25,6 +23,7 @@ from aiohttp import web
 
 from eclaw import Engine, Request, Spider
 from eclaw.testing import serve
+from tests.inprocess import eclaw_inprocess
 from tests.proxies import tinyproxy
 
 TOKEN = "CANARY1tokenX"  # Authorization: Bearer
@@ -101,13 +100,10 @@ async def planted(tmp_path: Path) -> AsyncIterator[tuple[str, str, str]]:
 
 
 async def eclaw(cwd: Path, *args: str) -> tuple[int, str, str]:
-    """Run the ``eclaw`` CLI in ``cwd`` (the default ``eclaw-data/`` files land there)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", *args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    """Run the ``eclaw`` CLI in ``cwd`` (the default ``eclaw-data/`` files land there), in this process
+    (:mod:`tests.inprocess`: its stdout, stderr and console logging captured): exit code, stdout, stderr."""
+    with contextlib.chdir(cwd):
+        return await eclaw_inprocess(*args)
 
 
 async def crawl(tmp_path: Path, *extra: str, cwd: Path | None = None) -> tuple[str, str]:
@@ -208,6 +204,7 @@ async def test_logs_at_debug_keep_no_secret(tmp_path: Path) -> None:
     log = (tmp_path / "crawl.log").read_text()
     assert "password ***" in log and '"Authorization": "***"' in log.replace("'", '"')
     assert "ValueError: broken page" in log  # the callback's traceback is there, redacted
+    assert "password ***" in err  # the console's DEBUG lines were captured: their check below is not empty
     assert leaks(tmp_path / "eclaw-data", [("crawl.log", log), ("the console", err)]) == []
 
 
