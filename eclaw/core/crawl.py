@@ -1,11 +1,11 @@
 """One running crawl: its components wired through the event bus, and the loop that feeds the downloads.
 
 Internal; users drive crawls through :class:`eclaw.Engine`. Each component owns
-its events (see :mod:`eclaw.events`): the intake ``RequestGenerated``, the
-fetcher ``RequestScheduled``, the callback runner ``ResponseDownloaded``, the
-pipeline runner ``ItemParsed``, the accounting the terminal events. The loop
-only starts downloads while the frontier has free slots, takes checkpoints, and
-ends the crawl when there is nothing left to do.
+its events (see :mod:`eclaw.events`): the intake ``RequestGenerated``, the fetch
+runner the download slots and ``RequestScheduled``, the callback runner
+``ResponseDownloaded``, the pipeline runner ``ItemParsed``, the accounting the
+terminal events. The loop pumps the fetch runner when woken, takes
+checkpoints, and ends the crawl when there is nothing left to do.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from eclaw.events import (
     SpiderClosed,
     SpiderOpened,
 )
-from eclaw.exceptions import EclawError
 from eclaw.frontier.base import Fed, Feed
 from eclaw.http import Request
 from eclaw.observe.logs import crawl_logs
@@ -87,7 +86,6 @@ class Crawl:
         self._stop_deadline: asyncio.TimerHandle | None = None
         self._ran = False  # the loop came to its end (not cancelled, not failed)
         self._idle_mark = -1
-        self._pages = PageBudget(self.settings.max_pages)  # max_pages: downloads started, at most
         self._build(components.state or Ids())
 
     def _item_runner(self) -> PipelineRunner:
@@ -110,7 +108,28 @@ class Crawl:
         self.activity = activity = Activity(self.items, self._retrying, most)
         shared = Completions(self.frontier, self.items, activity) if self.frontier.shared else None
         self._completions = shared
-        self.intake = Intake(self.frontier, bus, stats, journal, activity, self._pump)
+        callbacks = CallbackRunner(
+            spider=self.spider, parser=components.parser, bus=bus, items=self.items, stats=stats, activity=activity,
+            stop=self.stop, assign=journal.assign, referer=self.settings.referer, snapshots=self.snapshots,
+            empty=[m for m in components.middlewares if isinstance(m, RetriesEmptyPages)],
+            retry=lambda request, again: self.fetches.retry(request, again),
+        )  # fmt: skip
+        accounting = Accounting(
+            stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,
+            completions=shared, errback=callbacks.recover, snapshots=self.snapshots,
+        )  # fmt: skip
+        self.start = StartFeeder(
+            self.spider, self.frontier, bus, high_water=max(1000, self.settings.concurrency * 8),
+            stopping=lambda: self._stopping, stop=self.stop, wake=activity.wake, assign=journal.assign,
+            handed_out=lambda: stats.requests_scheduled,
+        )  # fmt: skip
+        self.fetches = FetchRunner(
+            fetcher=components.fetcher, middlewares=components.middlewares, frontier=self.frontier, bus=bus,
+            stats=stats, journal=journal, activity=activity, retrying=self._retrying,
+            handled=frozenset(self.spider.handle_httpstatus_list), pages=PageBudget(self.settings.max_pages),
+            stop=self.stop, starved=self.start.room, finished=accounting.finished,
+        )  # fmt: skip
+        self.intake = Intake(self.frontier, bus, stats, journal, activity, self.fetches.pump)
         if isinstance(self.frontier, Fed):  # a process of a crawl on several: the others' links come in here
             intake, state = self.intake, components.state
             self.frontier.feed(Feed(
@@ -119,26 +138,6 @@ class Crawl:
                 save_soon=state.soon if state is not None else lambda: None, stopping=lambda: self._stopping,
                 keeps_state=state is not None,
             ))  # fmt: skip
-        callbacks = CallbackRunner(
-            spider=self.spider, parser=components.parser, bus=bus, items=self.items, stats=stats, activity=activity,
-            stop=self.stop, assign=self.intake.assign, referer=self.settings.referer, snapshots=self.snapshots,
-            empty=[m for m in components.middlewares if isinstance(m, RetriesEmptyPages)],
-            retry=lambda request, again: self.fetches.retry(request, again),
-        )  # fmt: skip
-        accounting = Accounting(
-            stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,
-            completions=shared, errback=callbacks.recover, snapshots=self.snapshots,
-        )  # fmt: skip
-        self.fetches = FetchRunner(
-            fetcher=components.fetcher, middlewares=components.middlewares, frontier=self.frontier, bus=bus,
-            stats=stats, journal=journal, activity=activity, retrying=self._retrying,
-            handled=frozenset(self.spider.handle_httpstatus_list), pump=self._pump, finished=accounting.finished,
-        )  # fmt: skip
-        self.start = StartFeeder(
-            self.spider, self.frontier, bus, high_water=max(1000, self.settings.concurrency * 8),
-            stopping=lambda: self._stopping, stop=self.stop, wake=activity.wake, assign=self.intake.assign,
-            handed_out=lambda: stats.requests_scheduled,
-        )  # fmt: skip
         self.checkpointer = None
         if components.state is not None:
             self.checkpointer = Checkpointer(
@@ -194,6 +193,7 @@ class Crawl:
             "stopping crawl %r (%s); waiting for %d in-flight downloads", self.spider.name, reason, self.in_flight
         )
         self._stopping = True
+        self.fetches.halt()
         self.stats.finish_reason = reason
         loop = asyncio.get_running_loop()
         self._stop_deadline = loop.call_later(self.settings.shutdown_timeout, self.fetches.abort)
@@ -272,7 +272,7 @@ class Crawl:
             if checkpointer is not None and checkpointer.due() and not self._stopping:
                 await checkpointer.checkpoint("running")
                 continue
-            await self._pump()
+            await self.fetches.pump()
             start.room()
             if activity.quiet(stopping=self._stopping) and (
                 self._stopping or (start.done and not self.frontier.pending())
@@ -285,29 +285,6 @@ class Crawl:
                     await self.frontier.idle()  # until the other processes send work, or all are done
                 continue
             await activity.wakeup.wait()
-
-    async def _pump(self) -> None:
-        """Start downloads while the frontier has requests with free slots."""
-        if self._stopping:
-            return
-        frontier, start, room, pages = self.frontier, self.fetches.start, self.activity.room, self._pages
-        while room() and pages.take():
-            try:
-                request = await frontier.next_request()
-            except Exception as exc:  # a broken frontier: stop cleanly, keep what is pending counted
-                pages.give_back()
-                shown = None if isinstance(exc, EclawError) else exc  # our own errors say it all in one line
-                logger.error("frontier failed: %s: %s", type(exc).__name__, exc, exc_info=shown)
-                self.stop("frontier error")
-                return
-            if request is None:
-                pages.give_back()
-                self.start.room()
-                return
-            start(request)
-            if pages.spent:  # never more than max_pages: what is not started stays pending
-                self.stop("max pages")
-                return
 
     def _retry_due(self, request: Request) -> None:
         """A retry's delay is over: back to the frontier (not counted as a new request)."""

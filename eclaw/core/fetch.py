@@ -1,9 +1,12 @@
-"""The owner of ``RequestScheduled``: a request through the middlewares and the fetcher, and
-what came of it published (``ResponseDownloaded``, ``RequestFailed``, ``RequestDropped``).
+"""The owner of the download slots and of ``RequestScheduled``: a request through the middlewares
+and the fetcher, and what came of it published (``ResponseDownloaded``, ``RequestFailed``,
+``RequestDropped``).
 
-Each download is a task of its own, started when the frontier has a free slot;
-the slot is freed as soon as the response is in, before its callback runs (in
-the same task). A retry waits out its delay holding no slot (:class:`RetryQueue`).
+:meth:`FetchRunner.pump` is the one place downloads start: while there is room (the crawl's
+concurrency, its callbacks not too far behind, ``max_pages``) it asks the frontier for a request
+whose host has a free slot and starts its download, a task of its own. The slot is freed as soon
+as the response is in, before its callback runs (in the same task). A retry waits out its delay
+holding no slot (:class:`RetryQueue`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from eclaw.contracts import Fetch, Middleware
 from eclaw.core.activity import Activity
+from eclaw.core.budgets import PageBudget
 from eclaw.core.bus import EventBus
 from eclaw.core.journal import Journal
 from eclaw.core.records import attempts_of
 from eclaw.events import RequestDropped, RequestFailed, RequestGenerated, RequestScheduled, ResponseDownloaded
-from eclaw.exceptions import DownloadError, HttpError, IgnoreRequest, RetryRequest
+from eclaw.exceptions import DownloadError, EclawError, HttpError, IgnoreRequest, RetryRequest
 from eclaw.fetchers.base import Fetcher
 from eclaw.frontier.base import Fed, Frontier, fingerprint
 from eclaw.http import Request, Response
@@ -81,7 +85,7 @@ class RetryQueue:
 
 
 class FetchRunner:
-    """Downloads one scheduled request and publishes the outcome."""
+    """Starts the downloads the slots allow, downloads each and publishes the outcome."""
 
     def __init__(
         self,
@@ -95,7 +99,9 @@ class FetchRunner:
         activity: Activity,
         retrying: RetryQueue,
         handled: frozenset[int],
-        pump: Callable[[], Awaitable[None]],
+        pages: PageBudget,
+        stop: Callable[[str], None],
+        starved: Callable[[], None],
         finished: Callable[[Request], None],
     ) -> None:
         self._fetcher = fetcher
@@ -106,12 +112,42 @@ class FetchRunner:
         self._activity = activity
         self._retrying = retrying
         self._handled = handled
-        self._pump = pump
+        self._pages = pages
+        self._stop = stop
+        self._starved = starved
+        self._halted = False
         self._finished = finished
         self._fetch = chain(middlewares, self._checked)
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def start(self, request: Request) -> None:
+    async def pump(self) -> None:
+        """Start downloads while the frontier has requests with free slots."""
+        if self._halted:
+            return
+        frontier, start, room, pages = self._frontier, self._start, self._activity.room, self._pages
+        while room() and pages.take():
+            try:
+                request = await frontier.next_request()
+            except Exception as exc:  # a broken frontier: stop cleanly, keep what is pending counted
+                pages.give_back()
+                shown = None if isinstance(exc, EclawError) else exc  # our own errors say it all in one line
+                logger.error("frontier failed: %s: %s", type(exc).__name__, exc, exc_info=shown)
+                self._stop("frontier error")
+                return
+            if request is None:
+                pages.give_back()
+                self._starved()  # the start requests may feed more
+                return
+            start(request)
+            if pages.spent:  # never more than max_pages: what is not started stays pending
+                self._stop("max pages")
+                return
+
+    def halt(self) -> None:
+        """No download starts from now on (the crawl is stopping); those under way go on."""
+        self._halted = True
+
+    def _start(self, request: Request) -> None:
         """A download slot is free for ``request``: download it in a task of its own."""
         self._activity.downloads += 1
         task = self._activity.spawn(self._download(request))
@@ -146,7 +182,7 @@ class FetchRunner:
             error = exc
         finally:
             await self._frontier.release(request)
-        await self._pump()  # the next download starts from here: no trip through the crawl's loop
+        await self.pump()  # the next download starts from here: no trip through the crawl's loop
         if error is not None:
             answered = _answer_of(error)
             if answered is not None:  # a 404, a 503 retried: a response all the same

@@ -41,10 +41,6 @@ class Intake:
         self._activity = activity
         self._pump = pump
 
-    def assign(self, requests: list[Request]) -> None:
-        """Ids for requests about to be published (subscribers see them; the saved state keys on them)."""
-        self._journal.assign(requests)
-
     async def generated(self, requests: list[Request], parent: Any) -> None:
         """The owner's batch: requests yielded by a callback (or start requests, or a handler)."""
         self._stats.requests_generated += len(requests)

@@ -1,22 +1,22 @@
-"""What the crawl needs from a frontier (:class:`Frontier`) and a duplicate filter
-(:class:`DupeFilter`), and the checks every frontier makes of a request."""
+"""The checks every frontier makes of a request, and what a process of a crawl on several is fed
+(:class:`Fed`). The protocols of a frontier and a duplicate filter are contracts
+(:mod:`eclaw.contracts`), named here too."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from eclaw._deprecated import renamed
+from eclaw.contracts import DupeFilter, Frontier, TakesBack
 from eclaw.http import Request
 from eclaw.http.urls import canonical_url, host_allowed, url_host
 from eclaw.settings import host_map
 
 if TYPE_CHECKING:
-    from eclaw.contracts import ItemPipeline
     from eclaw.settings import Settings
-    from eclaw.spider import Spider
 
 __all__ = [
     "FORWARDED",
@@ -34,82 +34,6 @@ __all__ = [
 
 _SCHEMES = frozenset({"http", "https"})
 FORWARDED = "forwarded"  # what enqueue answers for a request another process queues: neither queued nor dropped
-
-
-class DupeFilter(Protocol):
-    """Remembers fingerprints. ``add`` returns ``False`` if it was already seen; ``dump`` and
-    ``load`` save it with a paused crawl's state (``--state``) and read it back."""
-
-    def add(self, fp: bytes) -> bool: ...
-
-    def __len__(self) -> int: ...
-
-    def dump(self, file: BinaryIO) -> None: ...
-
-    def load(self, file: BinaryIO) -> None: ...
-
-
-class Frontier(Protocol):
-    """What the engine needs from a frontier.
-
-    ``enqueue`` takes a batch (the links of one page) and returns, for each
-    request, ``None`` when it was queued, else the reason it was dropped.
-    ``next_request`` returns a request only when a download slot is free for
-    it (the slot is held until ``release``). ``wake`` (given to ``open``) must
-    be called when a request becomes available later (a politeness delay elapsed).
-
-    ``shared`` declares a frontier several workers share (Redis): the crawl tells
-    it when each request is ``done`` (its items stored), skips the start requests
-    when it is ``seeded`` elsewhere, and sends every item to its ``outputs()`` too.
-    ``dupefilter`` is what ``--state`` saves, or ``None`` where the frontier keeps
-    its own state (it cannot then be paused and resumed with ``--state``).
-    """
-
-    shared: bool
-
-    async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None: ...
-
-    async def enqueue(self, requests: Sequence[Request]) -> list[str | None]: ...
-
-    async def next_request(self) -> Request | None: ...
-
-    async def release(self, request: Request) -> None: ...
-
-    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
-        """Record ``requests`` as seen without queueing them: where a redirect led, so a later link
-        there is a duplicate. For each, ``False`` if it was seen (or queued) before."""
-
-    async def done(self, request: Request) -> None:
-        """``request`` reached its end and its items are stored (called only when ``shared``)."""
-
-    def pending(self) -> int: ...
-
-    def set_delay(self, host: str | None, seconds: float, *, floor: bool = False) -> None:
-        """Politeness for ``host`` from now on: ``seconds`` between two download starts.
-
-        ``host=None`` sets the delay of every host without one of its own. A
-        ``floor`` (robots.txt ``Crawl-delay``) is a minimum later calls cannot go under.
-        """
-
-    @property
-    def seeded(self) -> bool:
-        """The start requests are in the frontier already (another process put them there)."""
-
-    @property
-    def dupefilter(self) -> DupeFilter | None: ...
-
-    def outputs(self) -> dict[str, ItemPipeline]:
-        """Where every stored item must also go (a shared frontier's item store), by name."""
-
-    async def close(self) -> None: ...
-
-
-@runtime_checkable
-class TakesBack(Protocol):
-    """A frontier that takes a resumed crawl's saved requests back as they were: checked, counted and
-    in the restored dupe filter already, so queued with no check."""
-
-    def take_back(self, requests: Sequence[Request]) -> None: ...
 
 
 @dataclass(frozen=True)
