@@ -25,10 +25,12 @@ __all__ = ["eclaw_inprocess", "kept_logging"]
 @contextmanager
 def kept_logging() -> Iterator[None]:
     """The root logger's handlers (pytest's own among them) taken off it for the block, so that a command's
-    ``basicConfig(force=True)`` does not close them, and put back after it with the root's level; the
-    handlers the block added are closed."""
+    ``basicConfig(force=True)`` does not close them, and put back after it with the root's level and every
+    logger's (a level a command set would silence the next tests' log lines); the handlers the block added
+    are closed."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    levels = {name: logger.level for name, logger in _loggers()}  # a command may set one (eclaw flow: eclaw.core)
     root.handlers.clear()
     try:
         yield
@@ -37,6 +39,12 @@ def kept_logging() -> Iterator[None]:
             handler.close()
         root.handlers[:] = handlers
         root.setLevel(level)
+        for name, logger in _loggers():
+            logger.setLevel(levels.get(name, logging.NOTSET))
+
+
+def _loggers() -> list[tuple[str, logging.Logger]]:
+    return [(n, g) for n, g in list(logging.Logger.manager.loggerDict.items()) if isinstance(g, logging.Logger)]
 
 
 async def eclaw_inprocess(*args: str, wait: float = 120) -> tuple[int, str, str]:

@@ -119,7 +119,7 @@ class Service:
                "--grace", "5", *self.extra]  # fmt: skip
         with (self.project / "service.log").open("ab") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=log, env=env)
-        wait_for(self._up, 20, "the service")
+        wait_for(self._up, 60, "the service")  # a busy machine: a fresh Python and its imports
         return self
 
     def _up(self) -> bool:
