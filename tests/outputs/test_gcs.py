@@ -10,8 +10,9 @@ import gzip
 import json
 import os
 import re
-import shlex
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,6 @@ from eclaw.outputs import gcs
 from eclaw.outputs.gcs import PART_SIZE, GCSDestination
 from eclaw.outputs.spec import parse_spec
 from eclaw.testing import demo_site, serve
-from tests.inprocess import eclaw_inprocess
-from tests.outputs.forked import Child, eclaw_forked, start_forked
 from tests.outputs.gcs_server import (
     gcs_client,
     gcs_emulator,
@@ -35,9 +34,10 @@ from tests.outputs.gcs_server import (
     service_account_file,
 )
 from tests.outputs.servers import free_port
-from tests.outputs.state_part import SPIDER, StatePart, expected, make_app
+from tests.state.site import StateSpider, expected, make_app
 
 ROOT = Path(__file__).parents[2]
+SPIDER = str(ROOT / "tests" / "state" / "site.py") + ":StateSpider"
 
 
 @pytest.fixture(scope="module")
@@ -65,17 +65,17 @@ def pages_in(endpoint: str, key: str) -> list[int]:
     return [int(json.loads(line)["page"]) for line in gzip.decompress(body).splitlines()]
 
 
-async def start(endpoint: str, base: str, tmp: Path, *specs: str) -> Child:
+async def start(endpoint: str, base: str, tmp: Path, *specs: str) -> asyncio.subprocess.Process:
     outputs = [arg for spec in specs for arg in ("-o", f"gs://items/{spec}")]
-    return await start_forked(
-        "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={base}", "--state", str(tmp / "state"),
         "-o", str(tmp / "gauge.jsonl"), *outputs, "-s", "checkpoint_interval=0.2",
         "-s", f"failures={tmp / 'failures.jsonl'}", "-s", f"dead_letter={tmp / 'dead.jsonl'}", "-s", "store=",
-        "--log-level", "WARNING", cwd=tmp, env=env(endpoint),
+        "--log-level", "WARNING", cwd=tmp, env=env(endpoint), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
 
 
-async def kill_when(process: Child, count: int, tmp: Path) -> None:
+async def kill_when(process: asyncio.subprocess.Process, count: int, tmp: Path) -> None:
     gauge = tmp / "gauge.jsonl"
     for _ in range(3000):  # a minute at most
         if (gauge.exists() and gauge.read_bytes().count(b"\n") >= count) or process.returncode is not None:
@@ -90,7 +90,7 @@ async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path, m
     monkeypatch.chdir(tmp_path)  # the crawl in this process (the CLI's own run is the SIGKILL test's)
     specs = ["gs://items/{spider}.jsonl.gz", "gs://items/{spider}.sqlite"]  # a stream, a whole-file format
     async with serve(make_app(delay=0)) as base, Engine(overrides={"store": ""}, outputs=specs) as engine:
-        await engine.crawl(StatePart, base_url=base)
+        await engine.crawl(StateSpider, base_url=base)
     assert sorted(pages_in(endpoint, "state-site.jsonl.gz")) == sorted(expected()[0])
     assert object_bytes(endpoint, "state-site.sqlite").startswith(b"SQLite format 3\0")
     assert not [name for name in object_names(endpoint) if name.startswith("state-site.") and gcs.PARTS in name]
@@ -194,10 +194,13 @@ async def test_a_failed_commit_keeps_the_bytes_for_the_next(
 
 async def refused(tmp: Path, spec: str, environ: dict[str, str]) -> str:
     """The stderr of a crawl that must stop before it starts: one line, exit status 2."""
-    code, _, said = await eclaw_forked(
-        "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-o", spec, "-s", "store=", cwd=tmp, env=environ, wait=60
-    )
-    assert code == 2, said
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", "base_url=http://127.0.0.1:1", "-o", spec,
+        "-s", "store=", cwd=tmp, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    said = stderr.decode()
+    assert process.returncode == 2, said
     assert len(said.strip().splitlines()) == 1, said
     return said.strip()
 
@@ -258,26 +261,19 @@ def doc_commands() -> list[str]:
     return [line for line in lines if "eclaw crawl spiders/shop.py" in line]
 
 
-async def test_the_commands_of_the_docs_run(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each command by the CLI's main in this process, in a folder of its own, in the environment of
-    :func:`env` (no Google Cloud machine, no gcloud config)."""
+async def test_the_commands_of_the_docs_run(endpoint: str, tmp_path: Path) -> None:
     commands = doc_commands()
     assert len(commands) >= 2
-    for name, value in env(endpoint).items():
-        if name not in ("PATH", "PYTHONPATH", "TMPDIR", "HOME"):
-            monkeypatch.setenv(name, value)
-    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"):
-        monkeypatch.delenv(name, raising=False)
+    shop = f"{sys.executable} -m eclaw crawl {ROOT / 'spiders' / 'shop.py'}"
     async with demo_site() as base:
         for k, command in enumerate(commands):
-            words = shlex.split(re.sub(r"^STORAGE_EMULATOR_HOST=\S+ ", "", command))  # as a shell splits it
-            assert words[:3] == ["eclaw", "crawl", "spiders/shop.py"], command
+            line = re.sub(r"^STORAGE_EMULATOR_HOST=\S+ ", "", command).replace("eclaw crawl spiders/shop.py", shop)
             (tmp_path / str(k)).mkdir()
-            monkeypatch.chdir(tmp_path / str(k))
-            code, _, stderr = await eclaw_inprocess(
-                "crawl", str(ROOT / "spiders" / "shop.py"), *words[3:], "-a", f"base_url={base}", "-s", "max_pages=40",
-                "-q",
+            process = await asyncio.create_subprocess_shell(
+                f"{line} -a base_url={base} -s max_pages=40 -q", cwd=tmp_path / str(k), env=env(endpoint),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
-            assert code == 0, f"{command}: {stderr[-1500:]}"
+            _, stderr = await asyncio.wait_for(process.communicate(), 120)
+            assert process.returncode == 0, f"{command}: {stderr.decode()[-1500:]}"
     rows = gzip.decompress(object_bytes(endpoint, "shop/items.jsonl.gz", bucket="my-bucket"))
     assert rows.count(b"\n") >= 1
