@@ -240,11 +240,14 @@ class Destination(Protocol):
         """Pre-flight before the crawl (``location``: templates filled): raise ConfigError with one
         clear line when unreachable, bad credentials, missing bucket, not writable."""
 
-    def open(self, location: str) -> Sink:
-        """A new object at ``location`` (templates filled), truncating what is there."""
+    def open(self, location: str, spool: Path) -> Sink:
+        """A new object at ``location`` (templates filled), truncating what is there. ``spool`` is the local
+        file the crawl gives this object's bytes until they are delivered (in its state directory with
+        ``--state``; a destination that writes in place ignores it)."""
 
-    def reopen(self, location: str) -> Sink:
-        """The object at ``location``, to be continued with :meth:`Sink.resume`."""
+    def reopen(self, location: str, spool: Path) -> Sink:
+        """The object at ``location``, to be continued with :meth:`Sink.resume` (``spool``: as for :meth:`open`,
+        the same file the killed run was given)."""
 
     def remove(self, location: str) -> bool:
         """Remove an object a killed run began after its checkpoint (a rotated batch); whether one was there."""

@@ -3,7 +3,8 @@
 The standard library's :mod:`ftplib` speaks the protocol. FTPS verifies the server's certificate and
 host name against the system's trusted CAs (``ssl.create_default_context``): a private CA is trusted
 with ``SSL_CERT_FILE=/path/ca.pem`` (or ``SSL_CERT_DIR``), as for every OpenSSL client.
-Bytes go into a local spool (``tempfile.gettempdir()/eclaw-spool``) as the crawl runs; a checkpoint
+Bytes go into a local spool (:func:`~eclaw.outputs.spool.spool_path`: in the
+crawl's state directory) as the crawl runs; a checkpoint
 syncs it to disk; :meth:`FtpSink.finish` stores the whole file on the server (``STOR``, replacing
 what is there). A killed run's spool is cut back to its checkpoint and continued. An FTP server
 cannot take back a file stored half-way, so the sink says ``exactly_once = False``.
@@ -14,18 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ftplib
-import hashlib
 import os
 import posixpath
 import ssl
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.api import Destination, OutputSpec, Sink
-from eclaw.outputs.spool import Spool
+from eclaw.outputs.spool import Spool, staging_file
 from eclaw.security.redact import redact_url
 
 __all__ = ["FTP", "FtpDestination", "FtpSink"]
@@ -98,10 +97,6 @@ class FtpSink(Spool):
 class FtpDestination:
     """The files of one ``ftp://`` or ``ftps://`` spec."""
 
-    def _spool(self, location: str) -> Path:
-        name = hashlib.sha256(location.encode()).hexdigest()[:32]
-        return Path(tempfile.gettempdir()) / "eclaw-spool" / name
-
     def check(self, location: str) -> None:
         directory = posixpath.dirname(_path(location)) or "/"
         try:
@@ -113,11 +108,11 @@ class FtpDestination:
         except (OSError, ftplib.Error, EOFError) as error:
             raise ConfigError(f"output {redact_url(location)}: {_reason(error)}") from None
 
-    def open(self, location: str) -> Sink:
-        return FtpSink(location, self._spool(location), truncate=True)
+    def open(self, location: str, spool: Path) -> Sink:
+        return FtpSink(location, spool, truncate=True)
 
-    def reopen(self, location: str) -> Sink:
-        return FtpSink(location, self._spool(location), truncate=False)
+    def reopen(self, location: str, spool: Path) -> Sink:
+        return FtpSink(location, spool, truncate=False)
 
     def remove(self, location: str) -> bool:
         try:
@@ -131,7 +126,7 @@ class FtpDestination:
         return True
 
     def staging_path(self, location: str) -> Path:
-        return self._spool(location).with_suffix(".staged")
+        return staging_file(location)
 
     async def upload(self, staged: Path, location: str) -> None:
         def store() -> None:

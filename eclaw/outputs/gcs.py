@@ -6,7 +6,8 @@ key file), ``gcloud auth application-default login``, the metadata server of a G
 ``STORAGE_EMULATOR_HOST`` points it at an emulator, with anonymous credentials; the spec's
 ``?endpoint=`` option overrides the endpoint for one output.
 
-Bytes go at once into a local spool file (``tempfile.gettempdir()/eclaw-spool``), as for S3. At each
+Bytes go at once into a local spool file (:func:`~eclaw.outputs.spool.spool_path`: in the
+crawl's state directory), as for S3. At each
 checkpoint the bytes not yet sent become one **part** when there are at least :data:`PART_SIZE` of them:
 a hidden object ``KEY.eclaw-parts/NNNNN`` (the rest waits in the spool). The parts sent and the spool's
 size are the saved state. :meth:`GCSSink.finish` sends the last part, composes the parts into the
@@ -26,11 +27,9 @@ object and would have to be saved in the crawl's state.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.api import Destination, OutputSpec, Sink
-from eclaw.outputs.spool import PART_SIZE, PartedSpool
+from eclaw.outputs.spool import PART_SIZE, PartedSpool, staging_file
 from eclaw.security.redact import redact_url
 
 __all__ = ["GCS", "PART_SIZE", "GCSDestination", "GCSSink"]
@@ -222,14 +221,10 @@ class GCSDestination:
 
         return DEFAULT_RETRY.with_timeout(timeout)
 
-    def _spool(self, location: str) -> Path:
-        name = hashlib.sha256(location.encode()).hexdigest()[:32]
-        return Path(tempfile.gettempdir()) / "eclaw-spool" / name
-
-    def _sink(self, location: str, *, truncate: bool) -> Sink:
+    def _sink(self, location: str, spool: Path, *, truncate: bool) -> Sink:
         bucket = self.client.bucket(_split(location)[0])
         retry = self._retry(self.retry_timeout)
-        return GCSSink(bucket, location, self._spool(location), truncate=truncate, retry=retry)
+        return GCSSink(bucket, location, spool, truncate=truncate, retry=retry)
 
     def check(self, location: str) -> None:
         bucket, _ = _split(location)
@@ -243,11 +238,11 @@ class GCSDestination:
             said = "the bucket does not exist" if isinstance(error, NotFound) else _reason(error)
             raise ConfigError(f"output {redact_url(location)}: {said}") from None
 
-    def open(self, location: str) -> Sink:
-        return self._sink(location, truncate=True)
+    def open(self, location: str, spool: Path) -> Sink:
+        return self._sink(location, spool, truncate=True)
 
-    def reopen(self, location: str) -> Sink:
-        return self._sink(location, truncate=False)
+    def reopen(self, location: str, spool: Path) -> Sink:
+        return self._sink(location, spool, truncate=False)
 
     def remove(self, location: str) -> bool:
         bucket_name, key = _split(location)
@@ -261,7 +256,7 @@ class GCSDestination:
         return bool(names)
 
     def staging_path(self, location: str) -> Path:
-        return self._spool(location).with_suffix(".staged")
+        return staging_file(location)
 
     async def upload(self, staged: Path, location: str) -> None:
         bucket, key = _split(location)

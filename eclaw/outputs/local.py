@@ -94,11 +94,11 @@ class LocalFiles:
         if not os.access(path.parent, os.W_OK):
             raise ConfigError(f"output directory is not writable: {path.parent} (for {path})")
 
-    def open(self, location: str) -> Sink:
+    def open(self, location: str, spool: Path) -> Sink:
         self.check(location)
         return LocalSink(Path(location), truncate=True)
 
-    def reopen(self, location: str) -> Sink:
+    def reopen(self, location: str, spool: Path) -> Sink:
         path = Path(location)
         if not path.is_file():
             raise ConfigError(f"output {path} of the saved crawl is gone; remove the state directory to start over")
@@ -151,10 +151,10 @@ class Stdout:
     def check(self, location: str) -> None:
         return None
 
-    def open(self, location: str) -> Sink:
+    def open(self, location: str, spool: Path) -> Sink:
         return _StdoutSink()
 
-    def reopen(self, location: str) -> Sink:
+    def reopen(self, location: str, spool: Path) -> Sink:
         return _StdoutSink()
 
     def remove(self, location: str) -> bool:

@@ -104,6 +104,4 @@ FETCHERS = PluginGroup(
         "browser": "eclaw.fetchers.browser:BrowserFetcher",
     },
 )
-DISCOVERY_SOURCES = PluginGroup(
-    "eclaw.discovery_sources", "discovery source", {"feeds": "eclaw.discovery.feeds:Feeds"}
-)
+DISCOVERY_SOURCES = PluginGroup("eclaw.discovery_sources", "discovery source", {"feeds": "eclaw.discovery.feeds:Feeds"})

@@ -5,7 +5,8 @@ does (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, `
 ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, ``~/.aws/config``); the spec's
 ``?region=`` and ``?endpoint=`` options override the region and the endpoint.
 
-Bytes go at once into a local spool file (``tempfile.gettempdir()/eclaw-spool``). At each checkpoint
+Bytes go at once into a local spool file (:func:`~eclaw.outputs.spool.spool_path`: in the
+crawl's state directory). At each checkpoint
 the bytes not yet sent become one part of a multipart upload when there are at least 5 MiB of them
 (S3's least part but the last); the rest waits in the spool. The upload id, the parts sent and the
 spool's size are the saved state. :meth:`S3Sink.finish` sends the last part and completes the
@@ -21,17 +22,15 @@ them. :meth:`S3Sink.finish` raises when the store is still unreachable at the en
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from eclaw.exceptions import ConfigError
 from eclaw.outputs.api import Destination, OutputSpec, Sink
-from eclaw.outputs.spool import PART_SIZE, PartedSpool
+from eclaw.outputs.spool import PART_SIZE, PartedSpool, staging_file
 from eclaw.security.redact import redact_url
 
 __all__ = ["PART_SIZE", "S3", "S3Destination", "S3Sink"]
@@ -150,10 +149,6 @@ class S3Destination:
             self._client = _client(self.options)
         return self._client
 
-    def _spool(self, location: str) -> Path:
-        name = hashlib.sha256(location.encode()).hexdigest()[:32]
-        return Path(tempfile.gettempdir()) / "eclaw-spool" / name
-
     def check(self, location: str) -> None:
         bucket, _ = _split(location)
         try:
@@ -163,11 +158,11 @@ class S3Destination:
         except Exception as error:
             raise ConfigError(f"output {redact_url(location)}: {_reason(error)}") from None
 
-    def open(self, location: str) -> Sink:
-        return S3Sink(self.client, location, self._spool(location), truncate=True)
+    def open(self, location: str, spool: Path) -> Sink:
+        return S3Sink(self.client, location, spool, truncate=True)
 
-    def reopen(self, location: str) -> Sink:
-        return S3Sink(self.client, location, self._spool(location), truncate=False)
+    def reopen(self, location: str, spool: Path) -> Sink:
+        return S3Sink(self.client, location, spool, truncate=False)
 
     def remove(self, location: str) -> bool:
         bucket, key = _split(location)
@@ -179,7 +174,7 @@ class S3Destination:
         return True
 
     def staging_path(self, location: str) -> Path:
-        return self._spool(location).with_suffix(".staged")
+        return staging_file(location)
 
     async def upload(self, staged: Path, location: str) -> None:
         bucket, key = _split(location)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
+import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -12,11 +14,29 @@ from typing import Any
 from eclaw.exceptions import ConfigError
 from eclaw.security.redact import redact_url
 
-__all__ = ["PART_SIZE", "PartedSpool", "Spool"]
+__all__ = ["PART_SIZE", "PartedSpool", "Spool", "spool_path", "staging_file"]
 
 logger = logging.getLogger(__name__)
 
 PART_SIZE = 5 * 1024 * 1024  # the bytes a checkpoint waits for before it sends them as one part (S3's least)
+
+
+def _name(location: str) -> str:
+    return hashlib.sha256(location.encode()).hexdigest()[:32]
+
+
+def spool_path(location: str, state: Path | None, run_id: str) -> Path:
+    """The local file that keeps the bytes for ``location`` until delivered: in the crawl's state
+    directory ``state`` (``spool/``) when it has one, so a resumed run finds it (a reboot that empties the
+    temporary directory included) and two crawls never share one; else a folder of this run's own under
+    the system's temporary directory."""
+    folder = state / "spool" if state is not None else Path(tempfile.gettempdir()) / "eclaw-spool" / run_id
+    return folder / _name(location)
+
+
+def staging_file(location: str) -> Path:
+    """Where a whole-file format for remote ``location`` is written before its upload (this process's own)."""
+    return Path(tempfile.gettempdir()) / "eclaw-spool" / f"{_name(location)}-{os.getpid()}.staged"
 
 
 class Spool:

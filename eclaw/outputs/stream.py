@@ -15,6 +15,7 @@ this output, named in the log; never an item counted written and lost.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -31,8 +32,9 @@ from eclaw.outputs.api import (
     Sink,
     StreamFormat,
 )
+from eclaw.outputs.spool import spool_path
 from eclaw.security.redact import MASK
-from eclaw.storage.paths import fill_template
+from eclaw.storage.paths import fill_template, resolve_path
 
 if TYPE_CHECKING:
     from eclaw.contracts import CrawlContext
@@ -104,15 +106,21 @@ class StreamOutput:
 
     def _start(self, batch: int) -> None:
         location = self._location(self._spider, batch)
-        self._sink = self.destination.open(location)
+        self._sink = self.destination.open(location, self._spool(location))
         self.locations.append(location)
         self._encoder = self.format.encoder(self.spec)
         self._write(self._encoder.header())
 
+    def _spool(self, location: str) -> Path:
+        assert self._crawl is not None, "output not open"
+        settings = self._crawl.settings
+        state = resolve_path(settings.state_dir, self._spider, settings.run_key) if settings.state_dir else None
+        return spool_path(location, state, self._crawl.run_id)
+
     async def _reopen(self, saved: dict[str, Any]) -> None:
         self.locations = [self._unmasked(shown, batch) for batch, shown in enumerate(saved["locations"], 1)]
         self.count = int(saved["items"])
-        self._sink = self.destination.reopen(self.locations[-1])
+        self._sink = self.destination.reopen(self.locations[-1], self._spool(self.locations[-1]))
         await self._sink.resume(saved["sink"])
         self._encoder = self.format.encoder(self.spec)
         self._encoder.restore(saved["encoder"])

@@ -13,6 +13,7 @@ from typing import Any
 
 from eclaw.outputs.build import output_for
 from eclaw.security.redact import Redactor
+from eclaw.settings import Settings
 from eclaw.spider import Spider
 
 
@@ -23,6 +24,8 @@ class Books(Spider):
 class Crawl:
     spider = Books()
     redactor = Redactor()
+    settings = Settings()
+    run_id = "fill-disk"
 
     def __init__(self) -> None:
         self.dead: list[int] = []

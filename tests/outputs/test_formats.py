@@ -19,6 +19,7 @@ from eclaw.exceptions import ConfigError
 from eclaw.outputs.build import output_for
 from eclaw.outputs.spec import parse_spec
 from eclaw.security.redact import Redactor
+from eclaw.settings import Settings
 from eclaw.spider import Spider
 from eclaw.testing import serve
 from tests.outputs.readback import read_rows
@@ -32,7 +33,7 @@ class Books(Spider):
     name = "books"
 
 
-CRAWL: Any = SimpleNamespace(spider=Books(), redactor=Redactor())
+CRAWL: Any = SimpleNamespace(spider=Books(), redactor=Redactor(), settings=Settings(), run_id="formats")
 
 
 async def write(spec: str, items: list[dict[str, Any]], *, checkpoint_every: int = 0) -> None:

@@ -102,6 +102,7 @@ async def test_sigkill_then_resume_gives_every_item_once(endpoint: str, tmp_path
     async with serve(make_app()) as base:
         process = await start(endpoint, base, tmp_path, *specs)
         await kill_when(process, len(parsed) // 2, tmp_path)
+        assert list((tmp_path / "state").rglob("spool/*")), "the spool is not in the state directory"
         if process.returncode == -signal.SIGKILL:
             assert not [name for name in object_names(endpoint) if name in specs]  # not visible before the end
         process = await start(endpoint, base, tmp_path, *specs)
@@ -113,13 +114,13 @@ async def test_sigkill_then_resume_gives_every_item_once(endpoint: str, tmp_path
     assert not [name for name in object_names(endpoint) if name.startswith("killed.") and gcs.PARTS in name]
 
 
-def sink_for(key: str, **options: Any) -> tuple[GCSDestination, Any]:
+def sink_for(key: str, spools: Path, **options: Any) -> tuple[GCSDestination, Any]:
     destination = GCSDestination(parse_spec(f"gs://items/{key}"), **options)
-    return destination, destination.open(f"gs://items/{key}")
+    return destination, destination.open(f"gs://items/{key}", spools / key)
 
 
-async def test_parts_at_checkpoints_and_a_killed_run_resumed(endpoint: str) -> None:
-    destination, sink = sink_for("big.jsonl")
+async def test_parts_at_checkpoints_and_a_killed_run_resumed(endpoint: str, tmp_path: Path) -> None:
+    destination, sink = sink_for("big.jsonl", tmp_path)
     chunk = os.urandom(PART_SIZE // 2)
     sink.write(chunk)
     assert (await sink.commit())["parts"] == []  # under PART_SIZE: kept in the spool
@@ -130,7 +131,7 @@ async def test_parts_at_checkpoints_and_a_killed_run_resumed(endpoint: str) -> N
     await sink.commit()  # a part sent after the checkpoint whose state is saved: the killed run's
     sink._fd = None  # the process dies here: nothing closed, nothing composed
     assert "big.jsonl" not in object_names(endpoint)
-    again = destination.reopen("gs://items/big.jsonl")
+    again = destination.reopen("gs://items/big.jsonl", tmp_path / "big.jsonl")
     await again.resume(saved)
     again.write(b"tail")
     await again.finish()
@@ -138,20 +139,20 @@ async def test_parts_at_checkpoints_and_a_killed_run_resumed(endpoint: str) -> N
     assert not [name for name in object_names(endpoint) if name.startswith("big.jsonl.")]  # parts deleted
 
 
-async def test_a_vanished_part_is_redone_from_the_spool(endpoint: str) -> None:
-    destination, sink = sink_for("redo.jsonl")
+async def test_a_vanished_part_is_redone_from_the_spool(endpoint: str, tmp_path: Path) -> None:
+    destination, sink = sink_for("redo.jsonl", tmp_path)
     data = os.urandom(PART_SIZE)
     sink.write(data)
     saved = await sink.commit()
     gcs_client(endpoint).bucket("items").blob(saved["parts"][0]["name"]).delete()  # a lifecycle rule, say
-    again = destination.reopen("gs://items/redo.jsonl")
+    again = destination.reopen("gs://items/redo.jsonl", tmp_path / "redo.jsonl")
     await again.resume(saved)
     await again.finish()
     assert object_bytes(endpoint, "redo.jsonl") == data
 
 
-async def test_remove_takes_back_a_batch_begun_after_the_checkpoint(endpoint: str) -> None:
-    destination, sink = sink_for("batch-00002.jsonl")
+async def test_remove_takes_back_a_batch_begun_after_the_checkpoint(endpoint: str, tmp_path: Path) -> None:
+    destination, sink = sink_for("batch-00002.jsonl", tmp_path)
     sink.write(os.urandom(PART_SIZE))
     await sink.commit()  # a part of a rotated batch, sent by a run killed before its next checkpoint
     assert destination.remove("gs://items/batch-00002.jsonl")
@@ -159,8 +160,10 @@ async def test_remove_takes_back_a_batch_begun_after_the_checkpoint(endpoint: st
     assert not destination.remove("gs://items/batch-00003.jsonl")
 
 
-async def test_many_parts_are_composed_in_stages(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _, sink = sink_for("many.jsonl")
+async def test_many_parts_are_composed_in_stages(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _, sink = sink_for("many.jsonl", tmp_path)
     monkeypatch.setattr(sink, "part_size", 1000)  # GCS composes objects of any size: 70 small parts
     chunks = [os.urandom(1000) for _ in range(70)]
     for chunk in chunks:
@@ -174,12 +177,12 @@ async def test_many_parts_are_composed_in_stages(endpoint: str, monkeypatch: pyt
 
 
 async def test_a_failed_commit_keeps_the_bytes_for_the_next(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     port = free_port()
     with gcs_emulator(port) as url:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
-        _, sink = sink_for("later.jsonl", retry_timeout=0.5)
+        _, sink = sink_for("later.jsonl", tmp_path, retry_timeout=0.5)
         data = os.urandom(PART_SIZE)
         sink.write(data)
     saved = await sink.commit()  # the server is gone: one line, the bytes kept
@@ -229,8 +232,11 @@ async def test_bad_bucket_endpoint_or_credentials_is_one_line_and_exit_2(
 ) -> None:
     key, closed = tmp_path / "key.json", f"http://127.0.0.1:{free_port()}"
     no_emulator = {"STORAGE_EMULATOR_HOST": ""}
-    revoked = (f"gs://items/x.jsonl?endpoint={endpoint}", {**no_emulator, "GOOGLE_APPLICATION_CREDENTIALS": str(key)},
-               "output gs://items/x.jsonl: the credentials were refused: invalid_grant")  # a revoked service key
+    revoked = (
+        f"gs://items/x.jsonl?endpoint={endpoint}",
+        {**no_emulator, "GOOGLE_APPLICATION_CREDENTIALS": str(key)},
+        "output gs://items/x.jsonl: the credentials were refused: invalid_grant",
+    )  # a revoked service key
     cases = [
         ("gs://nosuch/x.jsonl", {}, "output gs://nosuch/x.jsonl: the bucket does not exist"),
         ("gs://items/x.jsonl", {"STORAGE_EMULATOR_HOST": closed},

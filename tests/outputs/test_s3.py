@@ -93,6 +93,7 @@ async def test_sigkill_then_resume_gives_every_item_once(endpoint: str, tmp_path
         for target in (len(parsed) // 4, len(parsed) // 2):
             process = await start(endpoint, base, tmp_path, "killed.jsonl.gz")
             await kill_when(process, target, tmp_path)
+            assert list((tmp_path / "state").rglob("spool/*")), "the spool is not in the state directory"
         process = await start(endpoint, base, tmp_path, "killed.jsonl.gz")
         _, stderr = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, stderr.decode()[-2000:]
@@ -101,13 +102,13 @@ async def test_sigkill_then_resume_gives_every_item_once(endpoint: str, tmp_path
     assert set(pages) == parsed
 
 
-def sink_for(key: str) -> Any:
+def sink_for(key: str, spools: Path) -> Any:
     destination = S3Destination(parse_spec(f"s3://items/{key}"))
-    return destination, destination.open(f"s3://items/{key}")
+    return destination, destination.open(f"s3://items/{key}", spools / key)
 
 
-async def test_parts_at_checkpoints_and_a_killed_upload_resumed(endpoint: str) -> None:
-    destination, sink = sink_for("big.jsonl")
+async def test_parts_at_checkpoints_and_a_killed_upload_resumed(endpoint: str, tmp_path: Path) -> None:
+    destination, sink = sink_for("big.jsonl", tmp_path)
     chunk = os.urandom(PART_SIZE // 2)
     sink.write(chunk)
     assert (await sink.commit())["parts"] == []  # under 5 MiB: kept in the spool
@@ -116,7 +117,7 @@ async def test_parts_at_checkpoints_and_a_killed_upload_resumed(endpoint: str) -
     assert len(saved["parts"]) == 1 and saved["upload_id"]
     sink.write(b"after the checkpoint, never delivered")
     sink._fd = None  # the process dies here: nothing closed, nothing completed
-    again = destination.reopen("s3://items/big.jsonl")
+    again = destination.reopen("s3://items/big.jsonl", tmp_path / "big.jsonl")
     await again.resume(saved)
     again.write(b"tail")
     await again.finish()
@@ -124,25 +125,25 @@ async def test_parts_at_checkpoints_and_a_killed_upload_resumed(endpoint: str) -
     assert body == chunk + chunk + b"tail"
 
 
-async def test_a_vanished_upload_is_redone_from_the_spool(endpoint: str) -> None:
-    destination, sink = sink_for("redo.jsonl")
+async def test_a_vanished_upload_is_redone_from_the_spool(endpoint: str, tmp_path: Path) -> None:
+    destination, sink = sink_for("redo.jsonl", tmp_path)
     data = os.urandom(PART_SIZE)
     sink.write(data)
     saved = await sink.commit()
     s3_client(endpoint).abort_multipart_upload(Bucket="items", Key="redo.jsonl", UploadId=saved["upload_id"])  # type: ignore[attr-defined]
-    again = destination.reopen("s3://items/redo.jsonl")
+    again = destination.reopen("s3://items/redo.jsonl", tmp_path / "redo.jsonl")
     await again.resume(saved)
     await again.finish()
     body = s3_client(endpoint).get_object(Bucket="items", Key="redo.jsonl")["Body"].read()  # type: ignore[attr-defined]
     assert body == data
 
 
-async def test_a_failed_commit_keeps_the_bytes_for_the_next(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failed_commit_keeps_the_bytes_for_the_next(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     port = free_port()
     with moto_server(port) as url:
         s3_client(url).create_bucket(Bucket="items")  # type: ignore[attr-defined]
         destination = S3Destination(parse_spec(f"s3://items/later.jsonl?endpoint={url}"))
-        sink = destination.open("s3://items/later.jsonl")
+        sink = destination.open("s3://items/later.jsonl", tmp_path / "later.jsonl")
         data = os.urandom(PART_SIZE)
         sink.write(data)
     saved = await sink.commit()  # the server is gone: one line, the bytes kept

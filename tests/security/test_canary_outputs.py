@@ -362,19 +362,19 @@ async def test_no_planted_secret_in_a_killed_runs_spools_and_state(servers: Serv
     ftp_name, table, gate = "killed.jsonl", "killed", asyncio.Event()
     async with serve(site(gate)) as base:
         process = await start(servers, work, base, *outputs(servers, ftp_name, table), proxy=False)
-        spools = work / "tmp" / "eclaw-spool"
+        spools = work / "state"  # with --state, a remote output's spool is in the state directory
         saved = f"ftp://eclaw:***@{servers.ftp}/{ftp_name}".encode()  # a checkpoint saved the FTP output's place
 
         def checkpointed() -> bool:
             state = [p for p in (work / "state").rglob("*") if p.is_file()] if (work / "state").exists() else []
             return any(saved in p.read_bytes() for p in state)
 
-        await until(lambda: any(p.stat().st_size for p in spools.glob("*")) and checkpointed(), process)
+        await until(lambda: any(p.stat().st_size for p in spools.rglob("spool/*")) and checkpointed(), process)
         os.kill(process.pid, signal.SIGKILL)
         await process.wait()
         gate.set()
         left = files(work)
-        assert any("eclaw-spool" in where for where, _ in left)  # the spool is there to search
+        assert any("/spool/" in where for where, _ in left)  # the spool is there to search
         assert any(f"ftp://eclaw:***@{servers.ftp}/{ftp_name}" in text for where, text in left if "state" in where)
         # a resumable state keeps, deliberately, what its pending requests must send again and the cookie
         # jars (docs/security.md, "What is kept"); none of the outputs' secrets, nothing outside state.sqlite
