@@ -4,7 +4,9 @@ Unlike the demo shop, no page the server sends holds content or links. ``app.js`
 client-side router (``history.pushState``): ``/`` lists gigs fed by ``/api/gigs?page=N``
 as the reader scrolls (infinite scroll); ``/gig/<id>`` shows one gig, and its tickets only
 after a click on "Show tickets" (``/api/gigs/<id>/tickets``). Members (cookie
-``member=gold``) see member prices. ``/slow`` waits for an API that answers late.
+``member=gold``) see member prices. ``/slow`` waits for an API that answers late. ``/busy``
+asks, once loaded, for an image, a font and the tracking script every 20 ms until it
+goes (``p.asking`` once it has asked 5 times): a browser closing it is in the middle of one.
 
 The server counts what it is asked for (``hits``: images, fonts, media, the tracking script,
 each API, the shell) and records some headers of every request (``seen``: ``Cookie``,
@@ -107,6 +109,19 @@ SLOW = """<!doctype html><html><head><meta charset="utf-8"><title>Box office</ti
   document.body.insertAdjacentHTML('beforeend', '<p class="done">done</p>');
 });</script></body></html>"""
 
+BUSY = """<!doctype html><html><head><meta charset="utf-8"><title>Busy</title></head><body>
+<script>let n = 0;
+addEventListener('load', () => setInterval(() => {
+  n += 1;
+  if (n === 5) document.body.insertAdjacentHTML('afterbegin', '<p class="asking">asking</p>');
+  new Image().src = '/img/busy-' + n + '.png';
+  new FontFace('Busy' + n, 'url(/fonts/busy-' + n + '.woff2)').load().catch(() => {});
+  const script = document.createElement('script');
+  script.src = '/track.js?' + n;
+  script.onerror = () => script.remove();
+  document.head.append(script);
+}, 20));</script></body></html>"""
+
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
@@ -181,6 +196,9 @@ class GigSite:
     async def slow_page(self, request: web.Request) -> web.Response:
         return web.Response(text=SLOW, content_type="text/html")
 
+    async def busy_page(self, request: web.Request) -> web.Response:
+        return web.Response(text=BUSY, content_type="text/html")
+
     async def slow_api(self, request: web.Request) -> web.Response:
         await asyncio.sleep(self.slow)
         return web.json_response({"status": "Sold out"})
@@ -206,6 +224,7 @@ class GigSite:
         app.router.add_get(r"/api/gigs/{id:\d+}/tickets", self.gig)
         app.router.add_get("/api/slow", self.slow_api)
         app.router.add_get("/slow", self.slow_page)
+        app.router.add_get("/busy", self.busy_page)
         for path in ("/static/app.js", "/static/style.css", "/track.js", "/img/{n}", "/fonts/{n}", "/media/{n}"):
             app.router.add_get(path, self.asset)
         for path in ("/", "/about", "/banned", r"/gig/{id:\d+}"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -28,6 +29,7 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures(
 
 TICKETS = actions({"click": "button.tickets", "wait": 0.1}, {"wait_for": "li.ticket"})
 LISTED = actions({"wait_for": "li.gig"})  # the API answers after the load event
+BUSY = actions({"wait_for": "p.asking"})  # the page is asking for resources, and goes on until it closes
 SCROLLED = actions({"wait_for": "li.gig"}, {"scroll": "until_stable", "wait": 0.5})
 
 
@@ -116,10 +118,17 @@ async def test_client_side_routing_the_response_is_where_the_page_ended(
     assert site.hits["shell"] == 1  # pushState: no second document was loaded
 
 
-async def test_blocked_resources_are_never_requested(site: GigSite, base: str) -> None:
-    async with browser(browser_block_urls="*/track.js") as fetcher:
-        response = await fetcher.fetch(Request(base + "/", meta={"browser": SCROLLED}))
-        assert fetcher.blocked >= 2  # the font, the tracker (and the teaser video); images are not even asked for
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def blocking() -> AsyncIterator[BrowserFetcher]:
+    """A browser that blocks the tracking script too."""
+    async with browser(browser_block_urls="*/track.js*", browser_pages=4) as fetcher:
+        yield fetcher
+
+
+async def test_blocked_resources_are_never_requested(site: GigSite, base: str, blocking: BrowserFetcher) -> None:
+    before = blocking.blocked
+    response = await blocking.fetch(Request(base + "/", meta={"browser": SCROLLED}))
+    assert blocking.blocked - before >= 2  # the tracker, the teaser video; images and fonts are not even asked for
     assert gig_ids(response.text) == list(range(1, site.gigs + 1))  # the page works without them
     assert (site.hits["image"], site.hits["font"], site.hits["tracker"]) == (0, 0, 0)
 
@@ -127,6 +136,20 @@ async def test_blocked_resources_are_never_requested(site: GigSite, base: str) -
     async with browser(browser_block="") as fetcher:  # the same page with nothing blocked fetches them
         await fetcher.fetch(Request(base + "/", meta={"browser": SCROLLED}))
     assert site.hits["image"] == site.gigs and site.hits["font"] == 1 and site.hits["tracker"] == 1
+
+
+async def test_nothing_blocked_gets_through_while_a_page_closes(
+    site: GigSite, base: str, blocking: BrowserFetcher
+) -> None:
+    """A page that asks for blocked resources until its last moment: each page closes in the middle of it."""
+    before = blocking.blocked
+    pages = [blocking.fetch(Request(f"{base}/busy?{n}", meta={"browser": BUSY})) for n in range(12)]
+    done = await asyncio.gather(*pages)
+    assert blocking.blocked - before > 12  # the route refused the scripts; images and fonts are not even asked for
+    assert all(page.css("p.asking") for page in done)
+    assert {kind: site.hits[kind] for kind in ("image", "font", "media", "tracker")} == dict.fromkeys(
+        ("image", "font", "media", "tracker"), 0
+    )
 
 
 async def test_contexts_are_recycled_after_n_pages_and_after_a_ban(site: GigSite, base: str) -> None:

@@ -13,6 +13,7 @@ body as UTF-8 HTML. The JSON answers of the page's XHR/fetch requests are in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
-__all__ = ["CHROMIUM_FLAGS", "NO_IMAGES", "BrowserFetcher", "find_chromium"]
+__all__ = ["CHROMIUM_FLAGS", "BrowserFetcher", "blink_flags", "find_chromium"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +58,14 @@ CHROMIUM_FLAGS = (
     "--no-first-run",
     "--disable-sync",
 )
-# Images blocked in Blink itself: never requested, where a route would see each one pass through
-# Python (twice as slow on an image-heavy page). Chromium keeps the last --blink-settings, so this
-# repeats the desktop pointer Playwright sets with its own.
-NO_IMAGES = (
-    "--blink-settings=primaryHoverType=2,availableHoverTypes=2,primaryPointerType=4,availablePointerTypes=4,"
-    "imagesEnabled=false"
-)
+# Images and web fonts blocked in Blink itself: never requested, where a route would see each one
+# pass through Python (twice as slow on an image-heavy page). Chromium keeps the last --blink-settings,
+# so they repeat the desktop pointer Playwright sets with its own.
+_POINTER = "primaryHoverType=2,availableHoverTypes=2,primaryPointerType=4,availablePointerTypes=4"
+_IN_BLINK = {"image": "imagesEnabled=false", "font": "downloadableBinaryFontsEnabled=false"}
 BAN_STATUSES = frozenset({403, 429})
 LAUNCH_TIMEOUT = 30.0
+LEAVE_TIMEOUT = 5.0  # seconds for a page to leave its document before it closes
 _HTML = ("text/html", "application/xhtml+xml")
 _NOT_KEPT = frozenset({"content-length", "content-encoding", "transfer-encoding", "content-type"})
 
@@ -113,7 +113,7 @@ class BrowserFetcher:
         )
         self._hops.check = self._check
         blocked = set(_items(settings.browser_block))
-        self._no_images = "image" in blocked
+        self._blink = blink_flags(blocked)
         self._blocker = Blocker(blocked - {"image"}, _items(settings.browser_block_urls))
         folder = settings.browser_screenshots
         self._screenshots = Screenshots(
@@ -142,7 +142,7 @@ class BrowserFetcher:
             return await self._playwright.chromium.launch(
                 executable_path=executable,
                 headless=True,
-                args=[*CHROMIUM_FLAGS, NO_IMAGES] if self._no_images else list(CHROMIUM_FLAGS),
+                args=[*CHROMIUM_FLAGS, *self._blink],
                 chromium_sandbox=os.geteuid() != 0,  # Chromium's sandbox refuses root: --no-sandbox there
                 timeout=LAUNCH_TIMEOUT * 1000,
             )
@@ -178,7 +178,11 @@ class BrowserFetcher:
         key = (f"{proxy} direct:{','.join(direct)}" if direct else proxy, plan.context)
         try:
             async with self._pool.page(key, lambda: self._options(request, proxy, direct)) as lease:
-                response = await self._render(lease, request, plan)
+                try:
+                    response = await self._render(lease, request, plan)
+                finally:
+                    if self._blocker:
+                        await _leave(lease.page)
                 lease.banned = response.status in BAN_STATUSES
         except DownloadError:
             raise  # from the page, translated already
@@ -271,6 +275,23 @@ class BrowserFetcher:
             raise ResponseTooLarge(f"{redact_url(url)}: rendered page over max_response_size {limit}")
         headers["Content-Type"] = served
         return Response(url, status=status, headers=CIMultiDictProxy(headers), body=body, request=request)
+
+
+async def _leave(page: Page) -> None:
+    """Take ``page`` off its document before it closes. A request still waiting for its route
+    when the page closes is let go to the network by Chromium, the Blocker unasked, and one
+    the page starts as it closes is sent unrouted by Playwright: a video, a font or a blocked
+    URL the document asked for in its last moment would get through. Leaving the document
+    cancels what it asked for, and on ``about:blank`` nothing of it is left to ask. The page
+    closes once ``about:blank`` has loaded: closing it midway may never end."""
+    with contextlib.suppress(Exception):  # a page that will not go (hung, crashed): it is closed all the same
+        await page.goto("about:blank", timeout=LEAVE_TIMEOUT * 1000)
+
+
+def blink_flags(blocked: set[str]) -> list[str]:
+    """Chromium's flags for the resource types of ``blocked`` that Blink itself can refuse to ask for."""
+    off = [_IN_BLINK[kind] for kind in sorted(blocked) if kind in _IN_BLINK]
+    return [f"--blink-settings={_POINTER},{','.join(off)}"] if off else []
 
 
 def _proxy_policy(meta: dict[str, Any]) -> tuple[str, tuple[str, ...]]:

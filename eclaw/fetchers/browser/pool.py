@@ -6,7 +6,8 @@ once. A context that has served ``context_pages`` pages is retired (its renderer
 goes with it) and its cookies and storage move to its successor; one that met a ban
 (403/429) is retired with its cookies, since they may be what is banned. A retired
 context closes when its last page does. At most ``contexts`` idle contexts stay open.
-A browser that crashed is launched again on the next page.
+A browser that crashed is launched again on the next page. A page that does not close in
+time retires its context (whose closing takes the page along).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = ["ContextPool", "Key", "Lease"]
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (proxy URL, context name)
+CLOSE_TIMEOUT = 10.0  # seconds for a page or a context to close: one that hangs would hold its slot for ever
 
 
 class _Context:
@@ -95,11 +97,9 @@ class ContextPool:
                 lease = Lease(await slot.context.new_page(), slot.context)
                 yield lease
             finally:
-                if lease is not None:
-                    with contextlib.suppress(Exception):  # the browser may have gone with it
-                        await lease.page.close()
-                async with self._lock:  # a context that could not open a page is retired too
-                    await self._checkin(slot, banned=lease is None or lease.banned)
+                closed = lease is not None and await _close(lease.page)
+                async with self._lock:  # a context that could not open or close a page is retired too
+                    await self._checkin(slot, banned=not closed or lease is None or lease.banned)
 
     async def _checkout(self, key: Key, options: Callable[[], dict[str, Any]]) -> _Context:
         assert self._browser is not None
@@ -186,6 +186,14 @@ async def _storage(context: BrowserContext) -> Any:
         return None
 
 
-async def _close(context: BrowserContext) -> None:
-    with contextlib.suppress(Exception):  # already closed with a crashed browser
-        await context.close()
+async def _close(closing: BrowserContext | Page) -> bool:
+    """Close a page or a context; False if it did not close within ``CLOSE_TIMEOUT``."""
+    try:
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await closing.close()
+    except TimeoutError:
+        logger.warning("a browser %s did not close within %ss", type(closing).__name__.lower(), CLOSE_TIMEOUT)
+        return False
+    except Exception as exc:  # already closed with a crashed browser
+        logger.debug("closing: %s", exc)
+    return True
