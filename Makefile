@@ -110,7 +110,7 @@ lint: $(STAMP)
 ## docs: build the documentation site (mkdocs-material) into site/, strictly: a broken link fails it
 
 docs: $(DOCS_STAMP)
-	$(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python -m tests.sitebuild site  # strict, built once per machine and content, shared with the suites
 
 ## bench: eclaw vs Scrapy vs a no-framework baseline on a local nginx site (see bench/)
 bench: $(STAMP)

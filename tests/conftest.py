@@ -128,6 +128,26 @@ def assert_spaced(times: list[float], delay: float) -> None:
     assert spaces and stalled == short and len(short) <= max(1, len(spaces) // 4), (shown, short)
 
 
+def assert_spaced_as_sent(sent: dict[str, float], arrived: dict[str, float], delay: float) -> None:
+    """Requests left eclaw (``sent``: path -> the moment eclaw let it go, taken inside the crawl) ``delay``
+    seconds apart, and a server saw them (``arrived``: path -> its arrival, on the same clock) in that order.
+
+    The spacing is checked where eclaw decides it (:func:`assert_spaced` on ``sent``): a stall between a
+    send and its arrival (the one process's loop serving both) cannot shorten a gap there, as it can at the
+    server, where a late *first* arrival leaves no longer gap before it for :func:`assert_spaced` to see.
+    At the server: each request arrived once, after its send and in the order sent, and few gaps are short
+    of the delay (a quarter, at least one): a delay held per worker, or counted from the wrong moment,
+    shortens them all."""
+    assert sorted(arrived) == sorted(sent), (sorted(arrived), sorted(sent))
+    order = sorted(sent, key=sent.__getitem__)
+    assert sorted(arrived, key=arrived.__getitem__) == order, (arrived, sent)
+    assert all(arrived[path] >= sent[path] for path in order), (arrived, sent)
+    assert_spaced([sent[path] for path in order], delay)
+    at_server = gaps([arrived[path] for path in order])
+    short = [round(g, 3) for g in at_server if g < delay - 0.02]
+    assert len(short) <= max(1, len(at_server) // 4), ([round(g, 3) for g in at_server], short)
+
+
 def read_jsonl(path: str | Path) -> list[Any]:
     """The records of a JSON-lines file ([] if it does not exist)."""
     path = Path(path)

@@ -1,10 +1,14 @@
-"""The command line, run as a real subprocess."""
+"""The command line: what a command does, run in-process (tests/inprocess.py: no new Python to
+import eclaw, ~0.35 s of CPU a command); what is about its process (signals, the exit of ``python -m
+eclaw``, what it imports at start) as a real process, forked from the warm fork server
+(tests/forkserver.py) or, for what a fresh interpreter does, a new Python."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
 import importlib.metadata
+import io
 import json
 import re
 import signal
@@ -12,13 +16,16 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from contextlib import closing
+from contextlib import closing, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from eclaw.cli.main import main
 from eclaw.testing import serve
+from tests.forkserver import PIPE, Child, spawn
+from tests.inprocess import kept_logging
 from tests.sites import SlowSite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,60 +33,66 @@ SHOP = str(ROOT / "spiders" / "shop.py")
 
 
 async def eclaw(*args: str, wait: float = 60) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(process.communicate(), wait)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    """``eclaw ARGS`` in-process (in a thread, the sites it crawls served by the test's loop): its exit
+    code, stdout and stderr; argparse's usage errors (a ``SystemExit``) give their code too."""
+    out, err = io.StringIO(), io.StringIO()
+
+    def run() -> int:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                return main(list(args))
+            except SystemExit as exc:
+                return exc.code if isinstance(exc.code, int) else 1
+
+    with kept_logging():
+        code = await asyncio.wait_for(asyncio.to_thread(run), wait)
+    return code, out.getvalue(), err.getvalue()
 
 
-async def test_crawl_writes_jsonl_and_prints_stats(demo_url: str, tmp_path: Path) -> None:
-    out = tmp_path / "items.jsonl"
+async def test_crawl_writes_csv_and_jsonl_at_once_and_prints_stats(demo_url: str, tmp_path: Path) -> None:
+    csv_out, jsonl_out = tmp_path / "a.csv", tmp_path / "b.jsonl"
     code, stdout, stderr = await eclaw(
-        "crawl", SHOP, "-a", f"base_url={demo_url}", "-o", str(out), "-s", "CONCURRENCY=8", "--log-level", "WARNING"
-    )
-    assert code == 0, stderr
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == len({row["sku"] for row in rows}) == 500
-    assert re.search(r"finish reason\s+finished", stdout)
-    assert stdout.splitlines()[-1] == f"wrote 500 items to {out}"
-
-
-async def test_crawl_writes_csv_and_jsonl_at_once(demo_url: str, tmp_path: Path) -> None:
-    code, _, stderr = await eclaw(
         "crawl",
         f"{SHOP}:ShopSpider",
         "-a",
         f"base_url={demo_url}",
         "-o",
-        str(tmp_path / "a.csv"),
+        str(csv_out),
         "-o",
-        str(tmp_path / "b.jsonl"),
+        str(jsonl_out),
+        "-s",
+        "CONCURRENCY=8",
+        "--log-level",
+        "WARNING",
     )
     assert code == 0, stderr
-    with (tmp_path / "a.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 500
-    assert list(rows[0]) == ["sku", "title", "price", "category", "in_stock", "rating", "url"]
-    assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 500
+    rows = [json.loads(line) for line in jsonl_out.read_text().splitlines()]
+    assert len(rows) == len({row["sku"] for row in rows}) == 500
+    with csv_out.open(newline="") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 500
+    assert list(table[0]) == ["sku", "title", "price", "category", "in_stock", "rating", "url"]
+    assert re.search(r"finish reason\s+finished", stdout)
+    assert stdout.splitlines()[-1] == f"wrote 500 items to {csv_out}, 500 to {jsonl_out}"
 
 
 async def test_without_output_items_go_to_the_store_and_runs_are_listed(demo_url: str, tmp_path: Path) -> None:
+    spider = write(tmp_path, "pages.py", PAGES)  # five pages of the shop: the store, not the shop, is tested
+    given = ",".join(f"{demo_url}/product/{n}" for n in range(1, 6))
     for _ in range(2):
-        code, stdout, stderr = await eclaw("crawl", SHOP, "-a", f"base_url={demo_url}", "--log-level", "WARNING")
+        code, stdout, stderr = await eclaw("crawl", spider, "-a", f"start_urls={given}", "--log-level", "WARNING")
         assert code == 0, stderr
-        assert "wrote 500 items to eclaw-data/shop.sqlite" in stdout
-    with closing(sqlite3.connect(tmp_path / "eclaw-data" / "shop.sqlite")) as db:
-        assert db.execute("SELECT count(*), count(DISTINCT json_extract(data, '$.sku')) FROM items").fetchone() == (
-            500,
-            500,
+        assert "wrote 5 items to eclaw-data/pages.sqlite" in stdout
+    with closing(sqlite3.connect(tmp_path / "eclaw-data" / "pages.sqlite")) as db:
+        assert db.execute("SELECT count(*), count(DISTINCT json_extract(data, '$.url')) FROM items").fetchone() == (
+            5,
+            5,
         )  # the second run replaced the first (same run key), no second copy
     code, stdout, _ = await eclaw("runs")
     assert code == 0
     lines = stdout.splitlines()
-    assert len(lines) == 3 and all(" shop " in line and " finished " in line for line in lines[1:])
-    code, stdout, _ = await eclaw("runs", "shop")
+    assert len(lines) == 3 and all(" pages " in line and " finished " in line for line in lines[1:])
+    code, stdout, _ = await eclaw("runs", "pages")
     assert code == 0 and len(stdout.splitlines()) == 3
     code, _, stderr = await eclaw("runs", "nosuchspider")
     assert code == 2 and "no store at eclaw-data/nosuchspider.sqlite" in stderr
@@ -216,20 +229,12 @@ async def test_bad_input_is_one_line_and_exit_2(
     assert message.format(tmp=tmp_path) in lines[0]
 
 
-async def test_bad_environment_setting_exits_2(tmp_path: Path) -> None:
+async def test_bad_environment_setting_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spider = write(tmp_path, "s.py", SPIDER)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "eclaw",
-        "crawl",
-        spider,
-        stderr=subprocess.PIPE,
-        env={"ECLAW_TIMEOUT": "soon", "PATH": "/usr/bin:/bin"},
-    )
-    _, err = await process.communicate()
-    assert process.returncode == 2
-    assert err.decode().strip() == "eclaw: error: environment ECLAW_*: setting 'timeout' must be a number, got 'soon'"
+    monkeypatch.setenv("ECLAW_TIMEOUT", "soon")
+    code, _, err = await eclaw("crawl", spider)
+    assert code == 2
+    assert err.strip() == "eclaw: error: environment ECLAW_*: setting 'timeout' must be a number, got 'soon'"
 
 
 SLOW_SPIDER = """
@@ -249,8 +254,11 @@ async def test_signal_finishes_in_flight_flushes_and_exits_0(tmp_path: Path, sig
     async with serve(site.app()) as base:
         SLOW = SLOW_SPIDER.replace('name = "slow"', f'name = "slow"\n    start_urls = ["{base}/?count=200"]')
         process, out = await _start_slow(tmp_path, site, SLOW)
-        process.send_signal(signum)
-        stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+        try:
+            process.send_signal(signum)
+            stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+        finally:
+            process.close()
     assert process.returncode == 0, stderr.decode()
     text = stdout.decode()
     assert re.search(rf"finish reason\s+shutdown \({signum.name}\)", text)
@@ -265,27 +273,27 @@ async def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
     async with serve(site.app()) as base:
         SLOW = SLOW_SPIDER.replace('name = "slow"', f'name = "slow"\n    start_urls = ["{base}/?count=50"]')
         process, _ = await _start_slow(tmp_path, site, SLOW, hits=3)
-        process.send_signal(signal.SIGINT)
-        assert process.stderr is not None
-        said = b""
-        while b"again to quit now" not in said:  # the first one handled: the second is not merged into it
-            line = await asyncio.wait_for(process.stderr.readline(), 10)
-            assert line, said.decode()
-            said += line
-        process.send_signal(signal.SIGINT)
-        _, stderr = await asyncio.wait_for(process.communicate(), 10)
+        try:
+            process.send_signal(signal.SIGINT)
+            assert process.stderr is not None
+            said = b""
+            while b"again to quit now" not in said:  # the first one handled: the second is not merged into it
+                line = await asyncio.wait_for(process.stderr.readline(), 10)
+                assert line, said.decode()
+                said += line
+            process.send_signal(signal.SIGINT)
+            _, stderr = await asyncio.wait_for(process.communicate(), 10)
+        finally:
+            process.close()
     assert process.returncode == 130, (said + stderr).decode()
 
 
-async def _start_slow(
-    tmp_path: Path, site: SlowSite, source: str, hits: int = 6
-) -> tuple[asyncio.subprocess.Process, Path]:
+async def _start_slow(tmp_path: Path, site: SlowSite, source: str, hits: int = 6) -> tuple[Child, Path]:
+    """``eclaw crawl`` of the slow site as a process of its own (forked: it gets the signals), once the
+    site has seen ``hits`` requests."""
     spider = write(tmp_path, "slow.py", source)
     out = tmp_path / "slow.jsonl"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "eclaw",
+    process = await spawn(
         "crawl",
         spider,
         "-o",
@@ -296,8 +304,9 @@ async def _start_slow(
         "concurrency_per_domain=4",
         "-s",
         "shutdown_timeout=5",
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        stdout=PIPE,
+        stderr=PIPE,
     )
     for _ in range(400):
         if site.hits >= hits:
@@ -316,19 +325,20 @@ async def test_demo_command_writes_items(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-async def test_demo_serve_serves_until_signalled(signum: int) -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "demo", "--serve", stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert process.stdout is not None
-    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-    url = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
-    assert url, line
-    async with aiohttp.ClientSession() as session, session.get(url.group(1) + "product/7") as response:
-        assert response.status == 200
-        assert "SKU-00007" in await response.text()
-    process.send_signal(signum)
-    await asyncio.wait_for(process.communicate(), 10)
+async def test_demo_serve_serves_until_signalled(signum: int, tmp_path: Path) -> None:
+    process = await spawn("demo", "--serve", cwd=tmp_path, stdout=PIPE, stderr=PIPE)
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        url = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+        assert url, line
+        async with aiohttp.ClientSession() as session, session.get(url.group(1) + "product/7") as response:
+            assert response.status == 200
+            assert "SKU-00007" in await response.text()
+        process.send_signal(signum)
+        await asyncio.wait_for(process.communicate(), 10)
+    finally:
+        process.close()
     assert process.returncode == 0
 
 

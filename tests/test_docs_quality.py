@@ -1,4 +1,4 @@
-"""The documentation site as a reader meets it: built once with the project's own mkdocs, its API
+"""The documentation site as a reader meets it: built with the project's own mkdocs (once per machine), its API
 reference shows links or code where the docstrings have Sphinx roles, its tables keep setting names
 whole and its code blocks scroll in a real Chromium, and no page names a module, class or setting
 that does not exist."""
@@ -10,7 +10,6 @@ import importlib
 import inspect
 import pkgutil
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import eclaw
 import eclaw.middlewares
 from eclaw import Settings
 from tests.conftest import headless_chromium
+from tests.sitebuild import BuildFailed, shared_site
 
 if TYPE_CHECKING:
     from playwright.async_api import Route
@@ -54,17 +54,16 @@ OTHER_PROJECTS = frozenset(
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built once for the module exactly as ``make docs`` builds it (strict)."""
+def site() -> Path:
+    """The site, built exactly as ``make docs`` builds it (strict): once per machine and content, shared
+    with the other Pythons' suites and ``make docs`` (tests/sitebuild.py); a failed build fails here."""
     mkdocs = Path(sys.executable).parent / "mkdocs"
     if not mkdocs.exists():
         pytest.fail(f"{mkdocs} is missing: install the docs extra (pip install -e '.[docs]', or make docs)")
-    out = tmp_path_factory.mktemp("site")
-    built = subprocess.run(
-        [str(mkdocs), "build", "--strict", "--quiet", "-d", str(out)], cwd=ROOT, capture_output=True, text=True
-    )
-    assert built.returncode == 0, f"mkdocs build failed:\n{built.stderr}"
-    return out
+    try:
+        return shared_site(mkdocs)
+    except BuildFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def test_sphinx_roles_in_docstrings_render_as_links_or_code(site: Path) -> None:
@@ -197,3 +196,19 @@ def test_docs_name_only_modules_classes_and_settings_that_exist() -> None:
     assert len(settings) > 20  # the pattern reads the pages' examples and tables
     stale = sorted(found for found in settings if found[1] not in Settings.names())
     assert stale == [], f"settings that do not exist: {stale}"
+
+
+def test_a_build_is_shared_only_once_whole(tmp_path: Path) -> None:
+    """tests/sitebuild.py on a one-page site: built once, then taken as it is; another content gets a
+    build of its own; a failed build (a broken link, strict) raises mkdocs' error and leaves nothing."""
+    mkdocs, root, cache = Path(sys.executable).parent / "mkdocs", tmp_path / "project", tmp_path / "cache"
+    (root / "docs").mkdir(parents=True)
+    (root / "mkdocs.yml").write_text("site_name: tiny\nstrict: true\n")
+    (root / "docs" / "index.md").write_text("# Tiny\n")
+    first = shared_site(mkdocs, root, cache)
+    made = (first / "index.html").stat().st_mtime_ns
+    assert shared_site(mkdocs, root, cache) == first and (first / "index.html").stat().st_mtime_ns == made
+    (root / "docs" / "index.md").write_text("# Tiny\n\n[gone](missing.md)\n")
+    with pytest.raises(BuildFailed, match=r"missing\.md"):
+        shared_site(mkdocs, root, cache)
+    assert sorted(path.name for path in cache.iterdir() if path.is_dir()) == [first.name]
