@@ -7,6 +7,7 @@ how many times the crawler asked for it (retries) and what it never asked for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 from collections import Counter
 from functools import cache
@@ -44,6 +45,7 @@ def bomb() -> bytes:
 class FaultSite:
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
+        self._retried = asyncio.Event()  # /slow-first asked again: its first answer may go
 
     # -- pages that work ----------------------------------------------------------
 
@@ -125,8 +127,11 @@ class FaultSite:
         return await self.leaf(request)
 
     async def slow_first(self, request: web.Request) -> web.Response:
-        if self.hits[request.path] == 1:
-            await asyncio.sleep(8)  # past the crawl's timeout
+        if self.hits[request.path] == 1:  # held past the crawl's timeout: until the retry comes (a minute at most)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._retried.wait(), 60)
+        else:
+            self._retried.set()
         return await self.leaf(request)
 
     async def reset_mid_body(self, request: web.Request) -> web.StreamResponse:
