@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -20,6 +22,8 @@ from eclaw.testing import collect
 from tests.conftest import assert_accounted, read_jsonl, record_file
 from tests.proxies import self_signed
 from tests.test_cli import eclaw
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SELF_SIGNED = "tls: certificate verify failed: self-signed certificate"
 HINT = "(to crawl it anyway, turn the check off with -s verify_tls=false)"
@@ -100,6 +104,18 @@ async def test_a_handshake_that_cannot_succeed_is_not_retried(tmp_path: Path) ->
     assert_accounted(stats)
 
 
+async def fresh_eclaw(*args: str) -> tuple[int, str]:
+    """``python -m eclaw ARGS`` in a fresh Python (the test's environment, SSL_CERT_FILE included: aiohttp
+    makes its default TLS context as it is imported, so a command in this process, or forked from a warm
+    one, would not see a certificate file set by the test); its exit code and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eclaw", *args, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 120)
+    return process.returncode or 0, err.decode()
+
+
 SPIDER = """
 from eclaw import Spider
 
@@ -135,7 +151,7 @@ async def test_a_trusted_certificate_verifies_and_names_no_host_in_the_reason_wh
     async with site(self_signed(tmp_path), host="127.0.0.2") as (other, hits):  # ... made for 127.0.0.1 only
         base = other.replace("127.0.0.2", "127.0.0.1")
         (tmp_path / "secure.py").write_text(SPIDER.format(urls=[base + "/", other + "/"]))
-        code, _, err = await eclaw("crawl", str(tmp_path / "secure.py"), "-o", str(tmp_path / "items.jsonl"))
+        code, err = await fresh_eclaw("crawl", str(tmp_path / "secure.py"), "-o", str(tmp_path / "items.jsonl"))
     assert code == 0, err
     assert read_jsonl(tmp_path / "items.jsonl") == [{"url": base + "/"}] and hits["/"] == 1
     (record,) = read_jsonl(record_file("secure", "failures"))
