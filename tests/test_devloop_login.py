@@ -73,7 +73,12 @@ async def test_fetch_and_parse_with_the_state_of_a_paused_crawl_see_the_members_
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     typed = b"print('who:', response.css('.who::text').get())\n"
-    out_bytes, err_bytes = await asyncio.wait_for(shell.communicate(typed), 60)
+    try:
+        out_bytes, err_bytes = await asyncio.wait_for(shell.communicate(typed), 120)
+    finally:  # timed out: not left running (its pipes would be reported unclosed in a later test)
+        if shell.returncode is None:
+            shell.kill()
+            await shell.wait()
     assert shell.returncode == 0, err_bytes.decode()
     assert "who: alice" in out_bytes.decode() + err_bytes.decode()
 
