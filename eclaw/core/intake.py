@@ -23,7 +23,7 @@ _NOT_DROPPED = (None, FORWARDED)  # queued here, or by the process whose part of
 
 class Intake:
     """Counts new requests, gives them ids, hands them to the frontier, publishes what it refused
-    (``RequestDropped``), then starts what downloads it can."""
+    (``RequestDropped``), then, when it queued any, starts what downloads it can."""
 
     def __init__(
         self,
@@ -99,4 +99,5 @@ class Intake:
             dropped = [(r, why) for r, why in zip(requests, reasons, strict=True) if why not in _NOT_DROPPED]
             if dropped:
                 await self._bus.publish_batch(RequestDropped, dropped, parent)
-        await self._pump()
+        if queued:  # nothing new queued (a page's links all seen): the frontier is as the last pump left it
+            await self._pump()
