@@ -63,11 +63,15 @@ __all__ = [
     "Handler",
     "HopCheck",
     "ItemPipeline",
+    "MarksSeen",
     "Middleware",
     "Opens",
     "Resumable",
     "RetriesEmptyPages",
+    "SavesSeen",
     "SavesSnapshots",
+    "Seeded",
+    "Shared",
     "TakesBack",
     "TakesBatches",
     "Watcher",
@@ -285,14 +289,10 @@ class Frontier(Protocol):
     it (the slot is held until ``release``). ``wake`` (given to ``open``) must
     be called when a request becomes available later (a politeness delay elapsed).
 
-    ``shared`` declares a frontier several workers share (Redis): the crawl tells
-    it when each request is ``done`` (its items stored), skips the start requests
-    when it is ``seeded`` elsewhere, and sends every item to its ``outputs()`` too.
-    ``dupefilter`` is what ``--state`` saves, or ``None`` where the frontier keeps
-    its own state (it cannot then be paused and resumed with ``--state``).
+    What only some frontiers do is a small protocol of its own, checked with
+    ``isinstance`` where the crawl uses it: :class:`Shared`, :class:`Seeded`,
+    :class:`MarksSeen`, :class:`SavesSeen` and :class:`TakesBack`.
     """
-
-    shared: bool
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None: ...
 
@@ -301,13 +301,6 @@ class Frontier(Protocol):
     async def next_request(self) -> Request | None: ...
 
     async def release(self, request: Request) -> None: ...
-
-    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
-        """Record ``requests`` as seen without queueing them: where a redirect led, so a later link
-        there is a duplicate. For each, ``False`` if it was seen (or queued) before."""
-
-    async def done(self, request: Request) -> None:
-        """``request`` reached its end and its items are stored (called only when ``shared``)."""
 
     def pending(self) -> int: ...
 
@@ -318,17 +311,46 @@ class Frontier(Protocol):
         ``floor`` (robots.txt ``Crawl-delay``) is a minimum later calls cannot go under.
         """
 
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Shared(Protocol):
+    """A frontier several workers share (Redis): the crawl tells it when each request is ``done``
+    and sends every item to its ``outputs()`` too (``--state`` does not apply: it keeps the state)."""
+
+    async def done(self, request: Request) -> None:
+        """``request`` reached its end and its items are stored."""
+
+    def outputs(self) -> dict[str, ItemPipeline]:
+        """Where every stored item must also go (the shared frontier's item store), by name."""
+
+
+@runtime_checkable
+class Seeded(Protocol):
+    """A frontier whose start requests may come from elsewhere (another worker or process)."""
+
     @property
     def seeded(self) -> bool:
         """The start requests are in the frontier already (another process put them there)."""
 
+
+@runtime_checkable
+class MarksSeen(Protocol):
+    """A frontier that records where a redirect led, so a later link there is a duplicate."""
+
+    async def add_seen(self, requests: Sequence[Request]) -> list[bool]:
+        """Record ``requests`` as seen without queueing them. For each, ``False`` if it was seen
+        (or queued) before."""
+
+
+@runtime_checkable
+class SavesSeen(Protocol):
+    """A frontier whose duplicate filter ``--state`` saves and reads back (without one, a paused
+    crawl's resume fetches again what it had seen)."""
+
     @property
-    def dupefilter(self) -> DupeFilter | None: ...
-
-    def outputs(self) -> dict[str, ItemPipeline]:
-        """Where every stored item must also go (a shared frontier's item store), by name."""
-
-    async def close(self) -> None: ...
+    def dupefilter(self) -> DupeFilter: ...
 
 
 @runtime_checkable

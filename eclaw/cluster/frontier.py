@@ -89,8 +89,6 @@ class RedisFrontier:
         self._works = 0  # "work" messages heard so far
         self._sink = ClusterSink(self.link)
 
-    shared = True  # every worker of the crawl uses this frontier
-
     def __repr__(self) -> str:
         return f"RedisFrontier({redact_url(self.url)!r}, worker={self.worker!r})"
 
@@ -108,11 +106,6 @@ class RedisFrontier:
     def seeded(self) -> bool:
         """A worker (``seed=False``) does not run the start requests: ``eclaw seed`` did."""
         return not self.seed
-
-    @property
-    def dupefilter(self) -> None:
-        """The duplicate filter lives in Redis, with the rest of the crawl's state."""
-        return None
 
     def outputs(self) -> dict[str, ItemPipeline]:
         """Items go to Redis too, once each, whichever worker stored them."""

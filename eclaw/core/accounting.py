@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from eclaw.contracts import Shared
 from eclaw.core.activity import Activity
 from eclaw.core.journal import Journal
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import DropLog, FailureLog
 from eclaw.events import ItemDropped, ItemStored, RequestFailed, ResponseParsed
 from eclaw.exceptions import HttpError
-from eclaw.frontier.base import Frontier
 from eclaw.http import Request
 from eclaw.http.urls import redact_url
 from eclaw.observe.snapshots import HTTP_ERROR_BODY_MAX, Snapshots, save_for_failure
@@ -33,7 +33,7 @@ class Completions:
     """Tells a shared frontier each finished request, once the items it yielded are stored
     (its lease then ends: a worker dying before that leaves the request to another)."""
 
-    def __init__(self, frontier: Frontier, items: PipelineRunner, activity: Activity) -> None:
+    def __init__(self, frontier: Shared, items: PipelineRunner, activity: Activity) -> None:
         self._frontier = frontier
         self._items = items
         self._activity = activity

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from eclaw.contracts import Resumable
+from eclaw.contracts import DupeFilter, Resumable, SavesSeen
 from eclaw.core.activity import Activity
 from eclaw.core.intake import Intake
 from eclaw.core.state import CrawlState, Saved, restore_outputs, save_outputs
@@ -50,6 +50,11 @@ class Checkpointer:
         self._start_exhausted = start_exhausted
         self._redactor = redactor or Redactor()
 
+    def _dupefilter(self) -> DupeFilter | None:
+        """What ``--state`` saves of the frontier's own: its duplicate filter, if it has one."""
+        frontier = self._frontier
+        return frontier.dupefilter if isinstance(frontier, SavesSeen) else None
+
     async def open(self) -> Saved:
         """Lock and read the state; hand each output its saved position (it cuts itself back to it)."""
         saved = await self.state.open(self._activity.wake)
@@ -65,7 +70,7 @@ class Checkpointer:
 
     async def resume(self, saved: Saved) -> None:
         """Every request saved as not finished goes back to the frontier; the dupe filter is read back."""
-        dupefilter = self._frontier.dupefilter
+        dupefilter = self._dupefilter()
         if dupefilter is not None:
             self.state.load_dupefilter(dupefilter.load)
         logger.info(
@@ -95,7 +100,7 @@ class Checkpointer:
                     continue
                 activity.wakeup.clear()
                 await activity.wakeup.wait()
-            dupefilter = self._frontier.dupefilter
+            dupefilter = self._dupefilter()
             snapshot = state.snapshot(
                 status=status,
                 stats=self._redactor.record(self._stats.as_dict()),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eclaw.cluster.frontier import RedisFrontier
-from eclaw.contracts import ItemPipeline, Middleware, Resumable, Watcher
+from eclaw.contracts import ItemPipeline, Middleware, Resumable, Shared, Watcher
 from eclaw.core.budgets import Budgets
 from eclaw.core.parser import Parser
 from eclaw.core.pipeline import as_pipeline
@@ -97,7 +97,8 @@ class ComponentFactory:
     def build(self, spider: Spider, settings: Settings, extra: dict[str, ItemPipeline]) -> CrawlComponents:
         self._recrawl_sitemaps(spider, settings)
         frontier = self._frontier(settings)
-        outputs = self._outputs(spider, settings) | frontier.outputs() | extra
+        shared = frontier.outputs() if isinstance(frontier, Shared) else {}
+        outputs = self._outputs(spider, settings) | shared | extra
         pipelines = [*per_crawl(spider.pipelines, "pipeline"), *per_crawl(self.pipelines, "pipeline", copy=False)]
         return CrawlComponents(
             spider=spider,
@@ -184,7 +185,7 @@ def _state(
 ) -> CrawlState | None:
     if not settings.state_dir:
         return None
-    if frontier.shared:
+    if isinstance(frontier, Shared):
         raise ConfigError(f"state_dir does not apply to {frontier!r}: a shared frontier keeps the crawl's state")
     for output in outputs.values():
         if not isinstance(output, Resumable):

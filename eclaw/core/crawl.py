@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from eclaw.contracts import Handler, RetriesEmptyPages, TakesBatches, Watcher, WatchesPages
+from eclaw.contracts import Handler, RetriesEmptyPages, Seeded, Shared, TakesBatches, Watcher, WatchesPages
 from eclaw.core.accounting import Accounting, Completions
 from eclaw.core.activity import Activity
 from eclaw.core.budgets import PageBudget
@@ -106,7 +106,7 @@ class Crawl:
         # a download's task runs its callback too: at most 4 x concurrency callbacks behind the downloads
         most = (1 + _CALLBACKS_BEHIND) * self.settings.concurrency
         self.activity = activity = Activity(self.items, self._retrying, most)
-        shared = Completions(self.frontier, self.items, activity) if self.frontier.shared else None
+        shared = Completions(self.frontier, self.items, activity) if isinstance(self.frontier, Shared) else None
         self._completions = shared
         callbacks = CallbackRunner(
             spider=self.spider, parser=components.parser, bus=bus, items=self.items, stats=stats, activity=activity,
@@ -257,7 +257,7 @@ class Crawl:
             await self.checkpointer.resume(saved)
         elif saved is not None and self.checkpointer is not None:  # where the outputs begin, should it be killed
             await self.checkpointer.checkpoint("running")
-        if (saved is not None and saved.start_done) or self.frontier.seeded:
+        if (saved is not None and saved.start_done) or (isinstance(self.frontier, Seeded) and self.frontier.seeded):
             self.start.skip()
         else:
             self.activity.spawn(self.start.run())

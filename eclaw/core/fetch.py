@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from eclaw.contracts import Fetch, Middleware
+from eclaw.contracts import Fetch, MarksSeen, Middleware
 from eclaw.core.activity import Activity
 from eclaw.core.budgets import PageBudget
 from eclaw.core.bus import EventBus
@@ -239,8 +239,11 @@ class FetchRunner:
         if request._meta and "cookiejar" in request._meta:
             for target in targets:
                 target.meta = {"cookiejar": request._meta["cookiejar"]}
+        frontier = self._frontier
+        if not isinstance(frontier, MarksSeen):  # it cannot say: parse the page (at worst, twice)
+            return False
         try:
-            fresh = await self._frontier.add_seen(targets)
+            fresh = await frontier.add_seen(targets)
         except Exception as exc:  # the frontier cannot say: parse the page (at worst, twice)
             logger.warning("could not record where %s was redirected: %s", redact_url(response.request.url), exc)
             return False

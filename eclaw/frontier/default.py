@@ -17,7 +17,6 @@ from eclaw.http import Request
 from eclaw.http.urls import url_host
 
 if TYPE_CHECKING:
-    from eclaw.contracts import ItemPipeline
     from eclaw.settings import Settings
     from eclaw.spider import Spider
 
@@ -72,22 +71,10 @@ class DefaultFrontier:
         self._paced = False  # a fetcher reports when it sends (sent() was called)
         self._names: Names | None = None  # the fetcher's resolver, asked before a host may start
 
-    shared = False  # one crawl's own frontier
-
     @property
     def dupefilter(self) -> DupeFilter:
         assert self._dupefilter is not None, "frontier not opened"
         return self._dupefilter
-
-    @property
-    def seeded(self) -> bool:
-        return False
-
-    def outputs(self) -> dict[str, ItemPipeline]:
-        return {}
-
-    async def done(self, request: Request) -> None:
-        """Not shared: nothing to tell."""
 
     async def open(self, spider: Spider, settings: Settings, wake: Callable[[], None]) -> None:
         self._settings = settings
