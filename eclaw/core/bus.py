@@ -41,11 +41,13 @@ Subscribers = Callable[[type[Event]], tuple[Handler, ...]]
 @dataclass(frozen=True, slots=True)
 class Batched(Generic[E, P]):
     """The owner of a kind published a batch at a time: ``owner(payloads, context)`` takes the whole
-    batch; ``make(payload, context)`` builds one event for subscribers; ``unpack`` is its inverse."""
+    batch; ``make(payload, context)`` builds one event for subscribers; ``unpack`` is its inverse;
+    ``first(payloads)``, if given, runs before anyone sees the batch (the crawl gives requests their ids)."""
 
     owner: Callable[[list[P], Any], Awaitable[None]]
     make: Callable[[P, Any], E]
     unpack: Callable[[E], tuple[P, Any]]
+    first: Callable[[Sequence[P]], None] | None = None
 
 
 class EventBus:
@@ -94,6 +96,8 @@ class EventBus:
         if not payloads:
             return
         batched = self._batched[kind]
+        if batched.first is not None:
+            batched.first(payloads)
         if self._takers:
             for taker in self._takers.get(kind, ()):
                 try:

@@ -67,7 +67,6 @@ class CallbackRunner:
         stats: Stats,
         activity: Activity,
         stop: Callable[[str], None],
-        assign: Callable[[list[Request]], None],
         referer: bool = True,
         snapshots: Snapshots | None = None,
         empty: Sequence[RetriesEmptyPages] = (),
@@ -80,7 +79,6 @@ class CallbackRunner:
         self._stats = stats
         self._activity = activity
         self._stop = stop
-        self._assign = assign
         self._referer = referer  # the page a request comes from is its Referer (the fetcher sends it)
         self._snapshots = snapshots
         self._expect = ItemExpectations(spider)
@@ -209,14 +207,12 @@ class CallbackRunner:
     async def _send(self, out: _Outgoing, response: Response | None) -> None:
         batch, out.batch = out.batch, []
         if batch:
-            self._assign(batch)
             await self._bus.publish_batch(RequestGenerated, batch, response)
 
     async def _drop(self, request: Request, reason: str, out: _Outgoing) -> None:
         """``request`` ends as dropped for ``reason``: it was generated (counted) and refused at once."""
         out.stamp(request)
         self._stats.requests_generated += 1
-        self._assign([request])
         await self._bus.publish(RequestDropped(request=request, reason=reason))
 
     async def _too_many(self, out: _Outgoing, response: Response | None) -> None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from eclaw.contracts import DupeFilter, Resumable, SavesSeen
 from eclaw.core.activity import Activity
 from eclaw.core.intake import Intake
+from eclaw.core.lending import Lending
+from eclaw.core.start import StartFeeder
 from eclaw.core.state import CrawlState, Saved, restore_outputs, save_outputs
-from eclaw.frontier.base import Fed, Frontier
+from eclaw.frontier.base import Frontier
 from eclaw.security.redact import Redactor
 from eclaw.spider import Spider
 from eclaw.stats import Stats
@@ -37,7 +39,8 @@ class Checkpointer:
         activity: Activity,
         intake: Intake,
         outputs: Mapping[str, Resumable],
-        start_exhausted: Callable[[], bool],
+        start: StartFeeder,
+        lending: Lending | None = None,
         redactor: Redactor | None = None,
     ) -> None:
         self.state = state
@@ -47,7 +50,8 @@ class Checkpointer:
         self._activity = activity
         self._intake = intake
         self._outputs = outputs
-        self._start_exhausted = start_exhausted
+        self._start = start
+        self._lending = lending
         self._redactor = redactor or Redactor()
 
     def _dupefilter(self) -> DupeFilter | None:
@@ -104,11 +108,11 @@ class Checkpointer:
             snapshot = state.snapshot(
                 status=status,
                 stats=self._redactor.record(self._stats.as_dict()),
-                start_done=self._start_exhausted(),
+                start_done=self._start.exhausted,
                 outputs=_kept(save_outputs(self._outputs), status),
                 dupefilter=dupefilter.dump if dupefilter is not None else None,
             )
-        await state.save(snapshot, self._frontier.checkpointed if isinstance(self._frontier, Fed) else None)
+        await state.save(snapshot, self._lending.checkpointed if self._lending is not None else None)
 
     async def close(self, *, ran: bool) -> None:
         """The last checkpoint (if the loop came to its end: a consistent point), then release the directory."""

@@ -133,9 +133,7 @@ class ComponentFactory:
         outputs: dict[str, ItemPipeline] = {}
         for output in self._given(settings):
             if isinstance(output, str | Path):
-                outputs[output_name(output, spider.name, settings.run_key)] = output_for(
-                    output, spider.name, **options
-                )
+                outputs[output_name(output, spider.name, settings.run_key)] = output_for(output, spider.name, **options)
             else:
                 outputs[repr(output)] = as_pipeline(output)
         return outputs

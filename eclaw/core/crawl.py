@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eclaw.contracts import Handler, RetriesEmptyPages, Seeded, Shared, TakesBatches, Watcher, WatchesPages
@@ -28,6 +28,7 @@ from eclaw.core.components import CrawlComponents
 from eclaw.core.fetch import FetchRunner, RetryQueue
 from eclaw.core.intake import Intake
 from eclaw.core.journal import Ids, Journal
+from eclaw.core.lending import Lending
 from eclaw.core.lifecycle import Lifecycle, uninterruptible
 from eclaw.core.pipeline import PipelineRunner
 from eclaw.core.records import Records
@@ -47,7 +48,8 @@ from eclaw.events import (
     SpiderClosed,
     SpiderOpened,
 )
-from eclaw.frontier.base import Fed, Feed
+from eclaw.exceptions import RetryRequest
+from eclaw.frontier.base import Fed
 from eclaw.http import Request
 from eclaw.observe.logs import crawl_logs
 from eclaw.observe.snapshots import Snapshots
@@ -99,64 +101,71 @@ class Crawl:
         )  # fmt: skip
 
     def _build(self, journal: Journal) -> None:
-        """The collaborators, and the events each of them owns."""
-        components, stats, bus = self._components, self.stats, self.bus
+        """The collaborators, in the order a page meets them, and the events each of them owns."""
+        components, settings, stats, bus = self._components, self.settings, self.stats, self.bus
         self.items = self._item_runner()
         self._retrying = RetryQueue(self._retry_due)
         # a download's task runs its callback too: at most 4 x concurrency callbacks behind the downloads
-        most = (1 + _CALLBACKS_BEHIND) * self.settings.concurrency
-        self.activity = activity = Activity(self.items, self._retrying, most)
+        self.activity = activity = Activity(self.items, self._retrying, (1 + _CALLBACKS_BEHIND) * settings.concurrency)
         shared = Completions(self.frontier, self.items, activity) if isinstance(self.frontier, Shared) else None
         self._completions = shared
+        self.start = StartFeeder(
+            self.spider, self.frontier, bus, high_water=max(1000, settings.concurrency * 8), stopping=self.stopping,
+            stop=self.stop, wake=activity.wake, stats=stats,
+        )  # fmt: skip
         callbacks = CallbackRunner(
             spider=self.spider, parser=components.parser, bus=bus, items=self.items, stats=stats, activity=activity,
-            stop=self.stop, assign=journal.assign, referer=self.settings.referer, snapshots=self.snapshots,
-            empty=[m for m in components.middlewares if isinstance(m, RetriesEmptyPages)],
-            retry=lambda request, again: self.fetches.retry(request, again),
+            stop=self.stop, referer=settings.referer, snapshots=self.snapshots,
+            empty=[m for m in components.middlewares if isinstance(m, RetriesEmptyPages)], retry=self._retry,
         )  # fmt: skip
         accounting = Accounting(
             stats=stats, journal=journal, failures=self.records.failures, drops=self.records.drops,
             completions=shared, errback=callbacks.recover, snapshots=self.snapshots,
         )  # fmt: skip
-        self.start = StartFeeder(
-            self.spider, self.frontier, bus, high_water=max(1000, self.settings.concurrency * 8),
-            stopping=lambda: self._stopping, stop=self.stop, wake=activity.wake, assign=journal.assign,
-            handed_out=lambda: stats.requests_scheduled,
-        )  # fmt: skip
         self.fetches = FetchRunner(
             fetcher=components.fetcher, middlewares=components.middlewares, frontier=self.frontier, bus=bus,
             stats=stats, journal=journal, activity=activity, retrying=self._retrying,
-            handled=frozenset(self.spider.handle_httpstatus_list), pages=PageBudget(self.settings.max_pages),
+            handled=frozenset(self.spider.handle_httpstatus_list), pages=PageBudget(settings.max_pages),
             stop=self.stop, starved=self.start.room, finished=accounting.finished,
         )  # fmt: skip
         self.intake = Intake(self.frontier, bus, stats, journal, activity, self.fetches.pump)
-        if isinstance(self.frontier, Fed):  # a process of a crawl on several: the others' links come in here
-            intake, state = self.intake, components.state
-            self.frontier.feed(Feed(
-                admit=lambda requests: intake.admit(requests, again=False), adopt=intake.adopt, lent=intake.lent,
-                movable=lambda request: journal.marked_by(request) is None,
-                save_soon=state.soon if state is not None else lambda: None, stopping=lambda: self._stopping,
-                keeps_state=state is not None,
-            ))  # fmt: skip
-        self.checkpointer = None
-        if components.state is not None:
-            self.checkpointer = Checkpointer(
-                components.state, spider=self.spider, stats=stats, frontier=self.frontier, activity=activity,
-                intake=self.intake, outputs=components.resumables(self.records.files()), redactor=self.redactor,
-                start_exhausted=lambda: self.start.exhausted,
-            )  # fmt: skip
-        bus.own_batched(RequestGenerated, Batched(self.intake.generated, _generated, _unpack_generated))
+        self.lending = self._lending(journal)
+        self.checkpointer = self._checkpointer()
+        # a request gets its id as it enters the crawl, the one place ids are given (those another process
+        # found or lent get one in Lending): before the trace or any subscriber sees it
+        bus.own_batched(RequestGenerated, Batched(self.intake.generated, _generated, _unpack_generated, journal.assign))
         bus.own(RequestScheduled, self.fetches.scheduled)
         bus.own(ResponseDownloaded, callbacks.downloaded)
         bus.own(ItemParsed, self.items.submit)
         bus.own(ResponseParsed, accounting.parsed)
         bus.own(RequestFailed, accounting.failed)
-        bus.own_batched(RequestDropped, Batched(accounting.dropped, _dropped, _unpack_dropped))
+        ids = _DroppedIds(journal)  # a request refused as it was yielded (a sitemap's limits) is never generated
+        bus.own_batched(RequestDropped, Batched(accounting.dropped, _dropped, _unpack_dropped, ids.assign))
         bus.own(ItemStored, accounting.stored)
         bus.own(ItemDropped, accounting.item_dropped)
-        for watcher in self._components.watchers:
+        for watcher in components.watchers:
             for kind, taker in watcher.batch_subscriptions() if isinstance(watcher, TakesBatches) else ():
                 bus.subscribe_batches(kind, taker)
+
+    def _lending(self, journal: Journal) -> Lending | None:
+        """A process of a crawl on several (``--processes``): the others' links and loans come in here."""
+        if not isinstance(self.frontier, Fed):
+            return None
+        return Lending(
+            self.frontier, intake=self.intake, journal=journal, activity=self.activity, stats=self.stats,
+            state=self._components.state, stopping=self.stopping, pump=self.fetches.pump,
+        )  # fmt: skip
+
+    def _checkpointer(self) -> Checkpointer | None:
+        """``--state``: checkpoints at a barrier, resume from the last one."""
+        state = self._components.state
+        if state is None:
+            return None
+        return Checkpointer(
+            state, spider=self.spider, stats=self.stats, frontier=self.frontier, activity=self.activity,
+            intake=self.intake, outputs=self._components.resumables(self.records.files()), redactor=self.redactor,
+            start=self.start, lending=self.lending,
+        )  # fmt: skip
 
     # -- what plug-ins and handlers see -----------------------------------------------
 
@@ -184,6 +193,10 @@ class Crawl:
     async def publish(self, event: Event) -> None:
         """Publish ``event`` now, in this task (a plug-in's own events: the store's item deltas)."""
         await self.bus.publish(event)
+
+    def stopping(self) -> bool:
+        """Whether the crawl is stopping: no download starts, no start request is read."""
+        return self._stopping
 
     def stop(self, reason: str = "shutdown") -> None:
         """Stop scheduling; let in-flight downloads finish within ``shutdown_timeout``."""
@@ -281,10 +294,14 @@ class Crawl:
                     return
                 self._idle_mark = activity.admitted  # EngineIdle handlers may add requests
                 await self.bus.notify(EngineIdle(spider=self.spider))
-                if isinstance(self.frontier, Fed):
-                    await self.frontier.idle()  # until the other processes send work, or all are done
+                if self.lending is not None:
+                    await self.lending.idle()  # until the other processes send work, or all are done
                 continue
             await activity.wakeup.wait()
+
+    async def _retry(self, request: Request, again: RetryRequest) -> None:
+        """A callback asked for ``request`` again (a page with no items retried): the fetch runner retries it."""
+        await self.fetches.retry(request, again)
 
     def _retry_due(self, request: Request) -> None:
         """A retry's delay is over: back to the frontier (not counted as a new request)."""
@@ -374,3 +391,14 @@ def _dropped(drop: tuple[Request, str], context: Any) -> RequestDropped:
 
 def _unpack_dropped(event: RequestDropped) -> tuple[tuple[Request, str], Any]:
     return (event.request, event.reason), None
+
+
+class _DroppedIds:
+    """Ids for the requests of a ``RequestDropped`` batch (all have one, but those refused as they were yielded)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def assign(self, drops: Sequence[tuple[Request, str]]) -> None:
+        if not all(request._id for request, _ in drops):
+            self._journal.assign([request for request, _ in drops])

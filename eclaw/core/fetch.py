@@ -225,8 +225,7 @@ class FetchRunner:
         it gets the request, redirected; this one ends here, as Scrapy's redirects do (a new request through
         the frontier)."""
         moved = response.request.replace(url=response.url)
-        moved._id = 0  # a new request: it gets its own id
-        self._journal.assign([moved])
+        moved._id = 0  # a new request: it gets its own id as it is published
         await self._bus.publish(RequestGenerated(request=moved, parent=response))
         await self._bus.publish(RequestDropped(request=request, reason="redirected to another process"))
         self._finished(request)

@@ -64,26 +64,9 @@ class Intake:
         self._activity.admitted += len(requests)
         await self._pump()
 
-    async def adopt(self, requests: list[Request]) -> None:
-        """Requests another process of the crawl lent this one (``--processes``): checked and counted
-        there, so queued as they are, and saved from now on as this crawl's own."""
-        frontier = self._frontier
-        assert isinstance(frontier, TakesBack)
-        self._journal.assign(requests)
-        self._journal.admitted(requests, [None] * len(requests), again=False)
-        frontier.take_back(requests)
-        self._activity.admitted += len(requests)
-        await self._pump()
-
-    def lent(self, requests: list[Request]) -> None:
-        """Requests this crawl's frontier lent another process: that one fetches them (and saves them)."""
-        self._stats.counters["requests lent to another process"] += len(requests)
-        for request in requests:
-            self._journal.done(request)
-
     async def admit(self, requests: list[Request], *, again: bool, parent: Any = None) -> None:
-        """Into the frontier; the drops published with ``parent``, the response the requests come from."""
-        self._journal.assign(requests)
+        """Into the frontier (each with its id); the drops published with ``parent``, the response the
+        requests come from."""
         try:
             reasons = await self._frontier.enqueue(requests)
         except Exception as exc:  # a broken frontier: each request fails with the reason, the crawl goes on

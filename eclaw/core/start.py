@@ -12,6 +12,7 @@ from eclaw.exceptions import ConfigError, EclawError
 from eclaw.frontier.base import Frontier
 from eclaw.http import Request
 from eclaw.spider import Spider, check_start_url, iterate_start_requests
+from eclaw.stats import Stats
 
 __all__ = ["StartFeeder"]
 
@@ -36,8 +37,7 @@ class StartFeeder:
         stopping: Callable[[], bool],
         stop: Callable[[str], None],
         wake: Callable[[], None],
-        assign: Callable[[list[Request]], None],
-        handed_out: Callable[[], int],
+        stats: Stats,
     ) -> None:
         self._spider = spider
         self._frontier = frontier
@@ -46,8 +46,7 @@ class StartFeeder:
         self._stopping = stopping
         self._stop = stop
         self._wake = wake
-        self._assign = assign
-        self._handed_out = handed_out  # requests the frontier handed out so far (a resumed crawl's too)
+        self._stats = stats  # requests_scheduled: those the frontier handed out so far (a resumed crawl's too)
         self._fed = self._handed_before = 0
         self.done = False
         self.exhausted = False
@@ -60,7 +59,7 @@ class StartFeeder:
         self.done = self.exhausted = True
 
     async def run(self) -> None:
-        self._handed_before = self._handed_out()
+        self._handed_before = self._stats.requests_scheduled
         try:
             async for request in iterate_start_requests(self._spider.start_requests()):
                 if self._stopping():
@@ -68,7 +67,6 @@ class StartFeeder:
                 if not isinstance(request, Request):
                     raise ConfigError(f"start_requests() yielded {request!r}, not a Request")
                 check_start_url(request.url)
-                self._assign([request])
                 await self._bus.publish_batch(RequestGenerated, [request])
                 self._fed += 1
                 if self._frontier.pending() > self._high_water and self._lead() > self._high_water:
@@ -99,4 +97,4 @@ class StartFeeder:
 
     def _lead(self) -> int:
         """How many more requests this fed than the frontier handed out since."""
-        return self._fed - (self._handed_out() - self._handed_before)
+        return self._fed - (self._stats.requests_scheduled - self._handed_before)
