@@ -1,10 +1,16 @@
 """The browser fetcher in a real headless Chromium, against a site that is nothing without JavaScript
-(tests/jssite.py: an infinite scroll fed by a JSON API, a client-side router, tickets behind a click)."""
+(tests/jssite.py: an infinite scroll fed by a JSON API, a client-side router, tickets behind a click).
+
+A Chromium launch costs about a CPU-second (Playwright's driver with it) and each page a few tenths:
+the tests share three browsers of the module (``shared``, ``blocking``, ``unblocked``), each test in
+contexts or counters of its own. A crawl renders in one of them (:func:`borrowing`) unless what the
+crawl opens is what its test is about (a spider's own browser settings and screenshots)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -19,6 +25,7 @@ from eclaw import Engine, Request, Response, Settings, Spider
 from eclaw.events import ItemStored
 from eclaw.exceptions import ConnectError
 from eclaw.fetchers.browser import BrowserFetcher, actions
+from eclaw.fetchers.router import FETCHERS, Fetchers
 from eclaw.testing import collect, serve
 from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file
 from tests.jssite import GigSite, gig_ids
@@ -82,18 +89,45 @@ async def browser(**settings: Any) -> AsyncIterator[BrowserFetcher]:
         await fetcher.close()
 
 
-async def test_a_rendered_crawl_finds_what_a_plain_one_cannot(site: GigSite, base: str) -> None:
-    items, stats = await collect(Gigs, settings=Settings(store=""), base_url=base)
-    assert_accounted(stats)
-    assert sorted(item["title"] for item in items) == sorted(site.title(n) for n in range(1, site.gigs + 1))
-    assert all(item["tickets"] == ["standing", "balcony"] for item in items)  # there only after the click
-    assert {item["url"] for item in items} == {f"{base}/gig/{n}" for n in range(1, site.gigs + 1)}
+class Borrowed:
+    """A crawl's browser fetcher that is a browser of the module: opened and closed by its fixture, not
+    by the crawl (for the crawls whose test is about what happens to their requests, not the launch)."""
 
-    plain, stats = await collect(Gigs, settings=Settings(store=""), base_url=base, render=False)
-    assert plain == [] and stats.requests_parsed == 1  # the shell: no gig, no link
+    def __init__(self, fetcher: BrowserFetcher) -> None:
+        self._fetcher = fetcher
+
+    async def open(self, spider: Spider, settings: Settings) -> None:
+        return None
+
+    async def fetch(self, request: Request) -> Response:
+        return await self._fetcher.fetch(request)
+
+    async def close(self) -> None:
+        return None
 
 
-async def test_the_page_json_is_handed_to_the_callback(site: GigSite, base: str, shared: BrowserFetcher) -> None:
+def borrowing(fetcher: BrowserFetcher) -> Fetchers:
+    """The crawl's fetcher (the router, as in every crawl) with ``fetcher`` as its browser."""
+    return Fetchers({"plain": FETCHERS["plain"], "browser": lambda: Borrowed(fetcher)})
+
+
+async def test_a_rendered_crawl_finds_what_a_plain_one_cannot(shared: BrowserFetcher) -> None:
+    site = GigSite(pages=2)  # still scrolled for its second page
+    async with serve(site.app()) as base:
+        engine = Engine(Settings(store=""), fetcher=functools.partial(borrowing, shared))
+        items, stats = await collect(Gigs, engine=engine, base_url=base)
+        assert_accounted(stats)
+        assert sorted(item["title"] for item in items) == sorted(site.title(n) for n in range(1, site.gigs + 1))
+        assert all(item["tickets"] == ["standing", "balcony"] for item in items)  # there only after the click
+        assert {item["url"] for item in items} == {f"{base}/gig/{n}" for n in range(1, site.gigs + 1)}
+
+        plain, stats = await collect(Gigs, settings=Settings(store=""), base_url=base, render=False)
+        assert plain == [] and stats.requests_parsed == 1  # the shell: no gig, no link
+
+
+async def test_the_page_json_is_handed_to_the_callback(
+    site: GigSite, base: str, shared: BrowserFetcher, unblocked: BrowserFetcher
+) -> None:
     response = await shared.fetch(Request(base + "/", meta={"browser": SCROLLED}))
     api = await shared.fetch(Request(base + "/api/gigs?page=2", render=True))  # no HTML: as served
     assert gig_ids(response.text) == list(range(1, site.gigs + 1))
@@ -102,8 +136,7 @@ async def test_the_page_json_is_handed_to_the_callback(site: GigSite, base: str,
     assert [gig["id"] for entry in xhr for gig in entry["json"]["gigs"]] == list(range(1, site.gigs + 1))
     assert api.headers["Content-Type"].startswith("application/json") and api.json()["next"] == 3
 
-    async with browser(browser_xhr_bytes=100) as fetcher:  # one page of gigs is ~150 bytes
-        response = await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
+    response = await unblocked.fetch(Request(base + "/", meta={"browser": LISTED}))  # a page of gigs: ~150 bytes
     [entry] = response.meta["xhr"]
     assert entry["json"] is None and "over what is left of browser_xhr_bytes" in entry["skipped"]
 
@@ -120,12 +153,31 @@ async def test_client_side_routing_the_response_is_where_the_page_ended(
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def blocking() -> AsyncIterator[BrowserFetcher]:
-    """A browser that blocks the tracking script too."""
-    async with browser(browser_block_urls="*/track.js*", browser_pages=4) as fetcher:
+    """A browser that blocks the tracking script too, and never recycles a context."""
+    async with browser(browser_block_urls="*/track.js*", browser_pages=4, browser_context_pages=0) as fetcher:
         yield fetcher
 
 
-async def test_blocked_resources_are_never_requested(site: GigSite, base: str, blocking: BrowserFetcher) -> None:
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def launched() -> AsyncIterator[tuple[BrowserFetcher, int]]:
+    """A browser that blocks nothing, keeps 100 bytes of XHR answers and recycles a context after 3 pages,
+    one page at a time; and the process id of its Chromium."""
+    others = set(chromium_pids())
+    settings = {"browser_block": "", "browser_xhr_bytes": 100, "browser_context_pages": 3, "browser_pages": 1}
+    async with browser(**settings) as fetcher:
+        [pid] = set(chromium_pids()) - others
+        yield fetcher, pid
+
+
+@pytest.fixture(scope="module")
+def unblocked(launched: tuple[BrowserFetcher, int]) -> BrowserFetcher:
+    """The browser of :func:`launched`."""
+    return launched[0]
+
+
+async def test_blocked_resources_are_never_requested(
+    site: GigSite, base: str, blocking: BrowserFetcher, unblocked: BrowserFetcher
+) -> None:
     before = blocking.blocked
     response = await blocking.fetch(Request(base + "/", meta={"browser": SCROLLED}))
     assert blocking.blocked - before >= 2  # the tracker, the teaser video; images and fonts are not even asked for
@@ -133,40 +185,43 @@ async def test_blocked_resources_are_never_requested(site: GigSite, base: str, b
     assert (site.hits["image"], site.hits["font"], site.hits["tracker"]) == (0, 0, 0)
 
     site.hits.clear()
-    async with browser(browser_block="") as fetcher:  # the same page with nothing blocked fetches them
-        await fetcher.fetch(Request(base + "/", meta={"browser": SCROLLED}))
-    assert site.hits["image"] == site.gigs and site.hits["font"] == 1 and site.hits["tracker"] == 1
+    await unblocked.fetch(Request(base + "/", meta={"browser": LISTED}))  # with nothing blocked: fetches them
+    assert site.hits["image"] == site.per_page and site.hits["font"] == 1 and site.hits["tracker"] == 1
 
 
 async def test_nothing_blocked_gets_through_while_a_page_closes(
     site: GigSite, base: str, blocking: BrowserFetcher
 ) -> None:
-    """A page that asks for blocked resources until its last moment: each page closes in the middle of it."""
+    """A page that asks for blocked resources until its last moment: each page closes in the middle of it
+    (as many as the browser opens at once; with no leave before the close, each lets a dozen through)."""
     before = blocking.blocked
-    pages = [blocking.fetch(Request(f"{base}/busy?{n}", meta={"browser": BUSY})) for n in range(12)]
+    pages = [blocking.fetch(Request(f"{base}/busy?{n}", meta={"browser": BUSY})) for n in range(4)]
     done = await asyncio.gather(*pages)
-    assert blocking.blocked - before > 12  # the route refused the scripts; images and fonts are not even asked for
+    assert blocking.blocked - before > 4  # the route refused the scripts; images and fonts are not even asked for
     assert all(page.css("p.asking") for page in done)
     assert {kind: site.hits[kind] for kind in ("image", "font", "media", "tracker")} == dict.fromkeys(
         ("image", "font", "media", "tracker"), 0
     )
 
 
-async def test_contexts_are_recycled_after_n_pages_and_after_a_ban(site: GigSite, base: str) -> None:
-    async with browser(browser_context_pages=3, browser_pages=1) as fetcher:
-        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED, "cookies": {"member": "gold"}}))  # context 1
-        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
-        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))
-        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))  # context 2: 1 served 3; its cookie goes on
-        banned = await fetcher.fetch(Request(base + "/banned"))
-        await fetcher.fetch(Request(base + "/", meta={"browser": LISTED}))  # context 3: 2 was banned; its cookies went
-        assert (banned.status, fetcher.contexts_created) == (429, 3)
+async def test_contexts_are_recycled_after_n_pages_and_after_a_ban(
+    site: GigSite, base: str, unblocked: BrowserFetcher, blocking: BrowserFetcher
+) -> None:
+    listed = {"browser": actions({"wait_for": "li.gig"}, context="recycled")}  # a context of its own, 3 pages each
+    fetch, before = unblocked.fetch, unblocked.contexts_created
+    await fetch(Request(base + "/", meta={**listed, "cookies": {"member": "gold"}}))  # context 1
+    await fetch(Request(base + "/", meta=listed))
+    await fetch(Request(base + "/", meta=listed))
+    await fetch(Request(base + "/", meta=listed))  # context 2: 1 served 3; its cookie goes on
+    banned = await fetch(Request(base + "/banned", meta={"browser": actions(context="recycled")}))
+    await fetch(Request(base + "/", meta=listed))  # context 3: 2 was banned; its cookies went
+    assert (banned.status, unblocked.contexts_created - before) == (429, 3)
     assert [seen.cookie for seen in site.seen if seen.path == "/api/gigs"] == ["member=gold"] * 4 + [""]
 
-    async with browser(browser_context_pages=0, browser_pages=1) as fetcher:
-        for _ in range(5):
-            await fetcher.fetch(Request(base + "/about"))
-        assert fetcher.contexts_created == 1
+    before = blocking.contexts_created  # browser_context_pages=0: never recycled
+    for _ in range(2):
+        await blocking.fetch(Request(base + "/about", meta={"browser": actions(context="kept")}))
+    assert blocking.contexts_created - before == 1
 
 
 async def test_the_request_cookies_reach_the_page_and_its_api(site: GigSite, base: str, shared: BrowserFetcher) -> None:
@@ -244,11 +299,13 @@ async def test_a_page_that_never_finishes_fails_as_a_timeout_with_a_screenshot(b
     assert read_bytes(shot).startswith(b"\x89PNG") and len(read_bytes(shot)) > 1000
 
 
-async def test_actions_survive_a_paused_crawl(site: GigSite, base: str, tmp_path: Path) -> None:
+async def test_actions_survive_a_paused_crawl(tmp_path: Path, shared: BrowserFetcher) -> None:
     settings = {"checkpoint_interval": 0.1, "concurrency": 1}  # one page at a time: a pause leaves some for later
+    site = GigSite(pages=2)
 
-    async def crawl(pause_after: int | None) -> Any:
-        engine = Engine(Settings(store=""), state_dir=tmp_path / "state", overrides=settings)
+    async def crawl(base: str, pause_after: int | None) -> Any:
+        fetcher = functools.partial(borrowing, shared)  # the actions are the crawl's to keep, whoever renders
+        engine = Engine(Settings(store=""), state_dir=tmp_path / "state", overrides=settings, fetcher=fetcher)
         seen = 0
 
         async def pause(event: ItemStored) -> None:
@@ -260,26 +317,26 @@ async def test_actions_survive_a_paused_crawl(site: GigSite, base: str, tmp_path
         engine.subscribe(ItemStored, pause)
         return await collect(Gigs, engine=engine, base_url=base)
 
-    first, stats = await crawl(pause_after=2)
-    assert stats.finish_reason == "paused by the test" and stats.requests_pending
-    rest, stats = await crawl(pause_after=None)
+    async with serve(site.app()) as base:
+        first, stats = await crawl(base, pause_after=2)
+        assert stats.finish_reason == "paused by the test" and stats.requests_pending
+        rest, stats = await crawl(base, pause_after=None)
     assert stats.finish_reason == "finished"
     done = first + rest
     assert sorted(item["url"] for item in done) == sorted(f"{base}/gig/{n}" for n in range(1, site.gigs + 1))
     assert rest and all(item["tickets"] == ["standing", "balcony"] for item in rest)  # the resumed ones clicked too
 
 
-async def test_a_crashed_browser_is_launched_again(site: GigSite, base: str) -> None:
-    others = set(chromium_pids())  # the shared browser's
-    async with browser() as fetcher:
+async def test_a_crashed_browser_is_launched_again(base: str, launched: tuple[BrowserFetcher, int]) -> None:
+    fetcher, pid = launched  # a browser of the module: the tests after this one (none in file order) get the new one
+    await fetcher.fetch(Request(base + "/about"))
+    others = set(chromium_pids()) - {pid}  # the other browsers of the module
+    os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ConnectError):  # if the loss is not yet known, a lost connection (retried)
         await fetcher.fetch(Request(base + "/about"))
-        [pid] = set(chromium_pids()) - others
-        os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ConnectError):  # if the loss is not yet known, a lost connection (retried)
-            await fetcher.fetch(Request(base + "/about"))
-        response = await fetcher.fetch(Request(base + "/about"))
-        assert response.css("h1::text").get() == "About us"
-        assert pid not in chromium_pids() and len(set(chromium_pids()) - others) == 1
+    response = await fetcher.fetch(Request(base + "/about"))
+    assert response.css("h1::text").get() == "About us"
+    assert pid not in chromium_pids() and len(set(chromium_pids()) - others) == 1
 
 
 def chromium_pids() -> list[int]:
