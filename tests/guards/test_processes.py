@@ -10,19 +10,9 @@ from pathlib import Path
 import pytest
 
 from eclaw.testing import serve
-from tests.forkserver import PIPE, Child, spawn
 from tests.state import lopsided
-from tests.state.test_lending import SPIDER, Site, items
+from tests.state.test_lending import Site, crawl, items
 from tests.state.test_processes import finished
-
-
-async def crawl(site: Site, tmp: Path, *extra: str) -> Child:
-    """test_lending's crawl of the word list on two processes, forked from the fork server."""
-    return await spawn(
-        "crawl", SPIDER, "-a", f"base_url={site.base}", "--processes", "2",
-        "-o", str(tmp / "words.jsonl"), "-s", "store=", "-s", "concurrency=4", "--log-level", "WARNING", "-q", *extra,
-        cwd=tmp, stdout=PIPE, stderr=PIPE, start_new_session=True,
-    )  # fmt: skip
 
 
 @pytest.mark.parametrize("paced", ["download_delay=0.005", "host_delay=127.0.0.1=0.005", "concurrency_per_domain=1"])

@@ -27,8 +27,10 @@ from eclaw.exceptions import ConfigError
 from eclaw.items import Item
 from eclaw.outputs.build import output_for
 from eclaw.testing import collect, serve
+from tests.inprocess import eclaw_inprocess
 from tests.outputs.forked import Child, start_forked
-from tests.outputs.postgres_server import PASSWORD, PostgresServer, free_port, postgres_server
+from tests.outputs.pg_template import copied_postgres_server
+from tests.outputs.postgres_server import PASSWORD, PostgresServer, free_port
 from tests.outputs.state_part import SPIDER as STATE_SPIDER
 from tests.outputs.state_part import expected, make_app
 
@@ -92,7 +94,7 @@ class Counter:
 def pg() -> Iterator[PostgresServer]:
     directory = Path(tempfile.mkdtemp(prefix="eclaw-pg-"))  # not under pytest's 0700 tmp: the postgres user reads it
     try:
-        with postgres_server(directory) as server:
+        with copied_postgres_server(directory) as server:  # initdb's work done once per machine
             yield server
     finally:
         close_polling()
@@ -161,9 +163,17 @@ def doc_command(pg: PostgresServer, table: str) -> list[str]:
     return [HERE + ":ProductSpider", *args]
 
 
-async def test_items_upserted_with_typed_columns(pg: PostgresServer, tmp_path: Path) -> None:
+async def inprocess(args: list[str], status: int = 0) -> str:
+    """``eclaw crawl ARGS`` in this test process (no process to start, psycopg imported once), for the
+    tests about what it stores or says, not about its process: what it said on stderr."""
+    code, _, err = await eclaw_inprocess("crawl", *args, "-s", "store=", "--log-level", "WARNING")
+    assert code == status, err[-3000:]
+    return err
+
+
+async def test_items_upserted_with_typed_columns(pg: PostgresServer) -> None:
     async with site() as (base, _):
-        await crawl([*doc_command(pg, "products"), "-a", f"base_url={base}"], tmp_path)
+        await inprocess([*doc_command(pg, "products"), "-a", f"base_url={base}"])
         first = pg.sql("SELECT sku, price, stock, on_sale, seen, tags, note, data FROM products ORDER BY sku", "eclaw")
         assert len(first) == 20
         sku, price, stock, on_sale, seen, tags, note, data = first[0]
@@ -176,7 +186,7 @@ async def test_items_upserted_with_typed_columns(pg: PostgresServer, tmp_path: P
             "seen": "timestamp with time zone", "tags": "jsonb", "note": "text", "data": "jsonb",
         }  # fmt: skip
         odd_before = pg.sql("SELECT xmin FROM products WHERE sku = 'sku-1'", "eclaw")
-        await crawl([*doc_command(pg, "products"), "-a", f"base_url={base}", "-a", "bump=100"], tmp_path)
+        await inprocess([*doc_command(pg, "products"), "-a", f"base_url={base}", "-a", "bump=100"])
     rows = dict(pg.sql("SELECT sku, price FROM products", "eclaw"))
     assert len(rows) == 20  # no duplicates
     assert rows["sku-2"] == 112.0 and rows["sku-1"] == 11.0  # the changed rows updated, the others not
@@ -210,9 +220,7 @@ async def test_sigkill_then_resume_stores_each_item_once(pg: PostgresServer, tmp
         ("create=0", "table missing does not exist (create=0)"),
     ],
 )
-async def test_bad_destination_exits_2_before_any_download(
-    pg: PostgresServer, tmp_path: Path, what: str, reason: str
-) -> None:
+async def test_bad_destination_exits_2_before_any_download(pg: PostgresServer, what: str, reason: str) -> None:
     url = {
         "unreachable": pg.url(port=free_port()) + "?table=items",
         "password": pg.url(password="wrong-pw") + "?table=items",
@@ -221,7 +229,7 @@ async def test_bad_destination_exits_2_before_any_download(
         "create=0": pg.url() + "?table=missing&create=0",
     }[what]
     async with site() as (base, counter):
-        err = await crawl([HERE + ":ProductSpider", "-a", f"base_url={base}", "-o", url], tmp_path, status=2)
+        err = await inprocess([HERE + ":ProductSpider", "-a", f"base_url={base}", "-o", url], status=2)
         assert counter.requests == 0
     lines = err.strip().splitlines()
     assert len(lines) == 1, err

@@ -7,14 +7,10 @@ fetched. Big bodies are built once per process and sent from memory.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 
 from aiohttp import web
 
@@ -25,7 +21,6 @@ __all__ = [
     "ROBOTS_SIZE",
     "SITEMAP_URLS",
     "Hostile",
-    "crawl_measured",
     "hostile_site",
     "links_page",
     "robots_txt",
@@ -110,28 +105,3 @@ async def hostile_site() -> AsyncIterator[Hostile]:
     async with serve(_app(site)) as url:
         site.url = url.rstrip("/")
         yield site
-
-
-async def crawl_measured(spider: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
-    """``eclaw crawl spider args`` in a child process (run from a thread: the sites it crawls are
-    served by this event loop): its result and its peak RSS in MiB, the child's own, measured
-    there, so this test process's memory does not count: ``VmHWM`` of its own memory, not
-    ``ru_maxrss``, which Linux carries over ``execve`` from the forking test process."""
-    code = (
-        "import re, sys\n"
-        "from eclaw.cli.main import main\n"
-        "try:\n"
-        "    code = main(sys.argv[1:])\n"
-        "finally:\n"
-        "    status = open('/proc/self/status').read()\n"
-        "    peak = re.search(r'VmHWM:\\s+(\\d+)', status).group(1)\n"
-        "    print(f'PEAK_RSS_KIB={peak}', file=sys.stderr)\n"
-        "sys.exit(code)\n"
-    )
-    command = [sys.executable, "-c", code, "crawl", str(spider), "-q", *args]
-    done = await asyncio.to_thread(
-        subprocess.run, command, cwd=cwd, capture_output=True, text=True, timeout=600, check=False
-    )
-    peaks = [line for line in done.stderr.splitlines() if line.startswith("PEAK_RSS_KIB=")]
-    assert peaks, f"the crawl did not report its peak RSS: {done.stderr[-2000:]}"
-    return done, int(peaks[-1].partition("=")[2]) // 1024

@@ -1,7 +1,7 @@
 """Hostile input stays bounded (issue 36, item 5): a 9.5 MB robots.txt, a sitemap index nesting
 itself, a sitemap of 60,000 URLs, a page of 400,000 links, and saved requests (``--state``,
 Redis) naming a callback the spider does not declare. Real servers (tests/security/hostile.py),
-real redis-server; peak memory measured in the crawling child process itself."""
+real redis-server; peak memory measured in the crawling process itself (tests/security/measured.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from eclaw.stats import Stats
 from eclaw.testing import serve
 from tests.cluster.servers import redis_server
 from tests.conftest import assert_accounted
-from tests.security.hostile import LINKS, SITEMAP_URLS, crawl_measured, hostile_site
+from tests.security.hostile import LINKS, SITEMAP_URLS, hostile_site
+from tests.security.measured import crawl_measured, measurable
 from tests.state.site import StateSpider, make_app
 
 ROBOTS_SPIDER = """
@@ -71,17 +72,16 @@ def _drops(path: Path) -> list[dict[str, Any]]:
 async def test_a_huge_robots_txt_is_read_to_500_kib_and_the_rest_ignored(tmp_path: Path) -> None:
     """9.5 MB of robots.txt: its first rule holds, one past 500 KiB does not (RFC 9309 lets a crawler
     stop there), and the crawl stays small (parsing it whole peaked at ~340 MB)."""
-    spider = tmp_path / "polite.py"
-    spider.write_text(ROBOTS_SPIDER)
+    spider = measurable(tmp_path / "polite.py", ROBOTS_SPIDER)
     async with hostile_site() as site:
-        done, peak = await crawl_measured(spider, tmp_path, "-a", f"base={site.url}")
+        done = await crawl_measured(spider, tmp_path, "-a", f"base={site.url}")
     assert done.returncode == 0, done.stderr
     assert site.served.count("/robots.txt") == 1
     assert "/early" not in site.served  # disallowed in the part read
     assert "/late" in site.served and "/ok" in site.served  # "Disallow: /late" lies past 500 KiB: ignored
     drops = _drops(tmp_path / "eclaw-data" / "polite" / "drops.jsonl")
     assert [(d["url"].rsplit("/", 1)[1], d["reason"]) for d in drops] == [("early", "robots")]
-    assert peak < 120, f"peak RSS {peak} MiB"
+    assert done.peak < 120, f"peak RSS {done.peak} MiB"
 
 
 async def test_a_self_nesting_sitemap_index_is_followed_10_deep(tmp_path: Path) -> None:
@@ -123,17 +123,16 @@ async def test_a_sitemap_of_60000_urls_gives_the_first_50000(tmp_path: Path) -> 
 async def test_a_page_of_400000_links_streams_into_the_frontier_under_150_mb(tmp_path: Path) -> None:
     """All 400,000 links are taken (the frontier spills them to disk), the crawl goes on with them,
     and its peak RSS stays under 150 MB (all requests built at once peaked at ~557 MB)."""
-    spider = tmp_path / "links.py"
-    spider.write_text(LINKS_SPIDER)
+    spider = measurable(tmp_path / "links.py", LINKS_SPIDER)
     async with hostile_site() as site:
         # the page's 400,000 links take seconds of CPU to take in; on a busy machine more than the 10 s a stop
         # gives the downloads in flight (max pages is reached while they are taken in): give them the time
         budget = ["-s", "max_pages=5", "-s", "shutdown_timeout=600"]
-        done, peak = await crawl_measured(spider, tmp_path, "-a", f"base={site.url}", *budget)
+        done = await crawl_measured(spider, tmp_path, "-a", f"base={site.url}", *budget)
     assert done.returncode == 0, done.stderr
     assert _summary(done.stdout, "requests generated") == LINKS + 1
     assert "/l/0" in site.served  # its links are crawled, in page order
-    assert peak < 150, f"peak RSS {peak} MiB"
+    assert done.peak < 150, f"peak RSS {done.peak} MiB"
 
 
 FEW_LINKS = 1_000  # the cap's test needs links past it, not the hostile page's 400,000 (a second of CPU to read)

@@ -11,8 +11,6 @@ import os
 import random
 import re
 import signal
-import subprocess
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -24,9 +22,10 @@ from eclaw.frontier.base import Feed
 from eclaw.frontier.mesh import LENT, Mesh
 from eclaw.frontier.partition import PartFrontier
 from eclaw.testing import serve
-from tests.children import forked
 from tests.conftest import until
+from tests.forkserver import PIPE, Child, spawn
 from tests.state import lopsided
+from tests.state.forks import forked
 from tests.state.test_processes import accounted, counts, finished
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,12 +94,14 @@ class Site:
         self.slow = {path for path, owner in zip(paths, owners, strict=True) if owner == 1}
 
 
-async def crawl(site: Site, tmp: Path, *extra: str, concurrency: int = 4) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eclaw", "crawl", SPIDER, "-a", f"base_url={site.base}", "--processes", "2",
+async def crawl(site: Site, tmp: Path, *extra: str, concurrency: int = 4) -> Child:
+    """``eclaw crawl`` of the word list on two processes, forked from the fork server (a process of its
+    own, its session's leader, whose two processes are its children: no Python to start, no eclaw to import)."""
+    return await spawn(
+        "crawl", SPIDER, "-a", f"base_url={site.base}", "--processes", "2",
         "-o", str(tmp / "words.jsonl"), "-s", "store=", "-s", f"concurrency={concurrency}",
         "--log-level", "WARNING", "-q", *extra,
-        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        cwd=tmp, stdout=PIPE, stderr=PIPE, start_new_session=True,
     )  # fmt: skip
 
 

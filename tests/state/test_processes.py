@@ -25,6 +25,7 @@ from eclaw.processes.crawl import sweep_scratch
 from eclaw.testing import serve
 from tests.children import children_of
 from tests.forkserver import DEVNULL, PIPE, Child, Process, spawn
+from tests.inprocess import eclaw_inprocess
 from tests.state import chainsite
 from tests.state.chainsite import ChainSpider
 from tests.state.site import expected, make_app
@@ -162,10 +163,9 @@ async def test_bad_process_counts_are_one_line(tmp_path: Path) -> None:
         (["--processes", "2", "--state", str(one)], "resume it with --processes 1"),
         (["--processes", "2", "--trace", str(tmp_path / "trace.jsonl")], "--trace"),
     ):
-        process = await spawn("crawl", SPIDER, *extra, cwd=tmp_path, stdout=PIPE, stderr=PIPE)
-        _, err = await process.communicate()
-        lines = err.decode().strip().splitlines()
-        assert process.returncode == 2 and len(lines) == 1 and said in lines[0], (extra, err.decode())
+        code, _, err = await eclaw_inprocess("crawl", SPIDER, *extra)  # refused before any process is forked
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and said in lines[0], (extra, err)
 
 
 CHAIN = str(ROOT / "tests/state/chainsite.py") + ":ChainSpider"
