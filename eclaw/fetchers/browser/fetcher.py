@@ -285,7 +285,8 @@ async def _leave(page: Page) -> None:
     cancels what it asked for, and on ``about:blank`` nothing of it is left to ask. The page
     closes once ``about:blank`` has loaded: closing it midway may never end."""
     with contextlib.suppress(Exception):  # a page that will not go (hung, crashed): it is closed all the same
-        await page.goto("about:blank", timeout=LEAVE_TIMEOUT * 1000)
+        async with asyncio.timeout(LEAVE_TIMEOUT + 1):  # Playwright's own timeout is kept by its driver: not
+            await page.goto("about:blank", timeout=LEAVE_TIMEOUT * 1000)  # if the driver is wedged
 
 
 def blink_flags(blocked: set[str]) -> list[str]:

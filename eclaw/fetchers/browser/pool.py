@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (proxy URL, context name)
 CLOSE_TIMEOUT = 10.0  # seconds for a page or a context to close: one that hangs would hold its slot for ever
+OPEN_TIMEOUT = 30.0  # seconds for a new page (here: Playwright's timeouts are its driver's, a wedged one keeps none)
 
 
 class _Context:
@@ -94,7 +95,8 @@ class ContextPool:
                 slot = await self._checkout(key, options)
             lease: Lease | None = None
             try:
-                lease = Lease(await slot.context.new_page(), slot.context)
+                async with asyncio.timeout(OPEN_TIMEOUT):
+                    lease = Lease(await slot.context.new_page(), slot.context)
                 yield lease
             finally:
                 closed = lease is not None and await _close(lease.page)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -38,7 +39,8 @@ class Screenshots:
         path = self.folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.taken:03d}-{slug}.png"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            await page.screenshot(path=str(path), timeout=SCREENSHOT_TIMEOUT * 1000)
+            async with asyncio.timeout(SCREENSHOT_TIMEOUT + 1):  # here too: a wedged driver never times out
+                await page.screenshot(path=str(path), timeout=SCREENSHOT_TIMEOUT * 1000)
         except Exception as exc:  # a crashed page, a full disk: the failure is reported without it
             logger.warning("no screenshot of %s: %s", redact_url(url), str(exc).splitlines()[0] if str(exc) else exc)
             return None
