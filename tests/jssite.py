@@ -5,7 +5,7 @@ client-side router (``history.pushState``): ``/`` lists gigs fed by ``/api/gigs?
 as the reader scrolls (infinite scroll); ``/gig/<id>`` shows one gig, and its tickets only
 after a click on "Show tickets" (``/api/gigs/<id>/tickets``). Members (cookie
 ``member=gold``) see member prices. ``/slow`` waits for an API that answers late. ``/busy``
-asks, once loaded, for an image, a font and the tracking script every 20 ms until it
+asks, once loaded, for an image, a font and the tracking script every 50 ms until it
 goes (``p.asking`` once it has asked 5 times): a browser closing it is in the middle of one.
 
 The server counts what it is asked for (``hits``: images, fonts, media, the tracking script,
@@ -120,7 +120,7 @@ addEventListener('load', () => setInterval(() => {
   script.src = '/track.js?' + n;
   script.onerror = () => script.remove();
   document.head.append(script);
-}, 20));</script></body></html>"""
+}, 50));</script></body></html>"""
 
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
