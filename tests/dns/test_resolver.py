@@ -28,9 +28,17 @@ SITES = {"a.test": "127.0.0.1", "b.test": "127.0.0.1"}  # served by a local site
 
 
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free for both UDP and TCP now (dnsmasq binds both): another process may still take it
+    before dnsmasq does, so :func:`dnsmasq` starts it again on another port if it exits."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, socket.socket() as tcp:
+            udp.bind(("127.0.0.1", 0))
+            port = int(udp.getsockname()[1])
+            try:
+                tcp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 class Dnsmasq:
@@ -61,12 +69,15 @@ def dnsmasq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dnsmasq]:
         if os.environ.get("CI") == "true":
             pytest.fail("dnsmasq is missing: apt-get install dnsmasq-base")
         pytest.skip("dnsmasq is not installed (apt-get install dnsmasq-base)")
-    server = Dnsmasq(tmp_path_factory.mktemp("dns"))
-    deadline = time.monotonic() + 10
-    while not server.log.exists() or "started" not in server.log.read_text():
-        assert server.proc.poll() is None, "dnsmasq exited"
-        assert time.monotonic() < deadline, "dnsmasq did not start"
-        time.sleep(0.05)
+    for _ in range(5):  # its port taken meanwhile by another process (three suites run side by side): again
+        server = Dnsmasq(tmp_path_factory.mktemp("dns"))
+        deadline = time.monotonic() + 30
+        while server.proc.poll() is None and (not server.log.exists() or "started" not in server.log.read_text()):
+            assert time.monotonic() < deadline, "dnsmasq did not start"
+            time.sleep(0.05)
+        if server.proc.poll() is None:
+            break
+    assert server.proc.poll() is None, "dnsmasq exited at start five times"
     yield server
     server.proc.terminate()
     server.proc.wait(10)
