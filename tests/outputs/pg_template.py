@@ -14,11 +14,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from tests.outputs.postgres_server import PostgresServer
+from tests.outputs.postgres_server import PostgresServer, postgres_server
 
 __all__ = ["copied_postgres_server"]
 
@@ -53,13 +52,6 @@ def _template(bin_dir: Path) -> Path:
     return template
 
 
-@contextmanager
-def copied_postgres_server(directory: Path) -> Iterator[PostgresServer]:
+def copied_postgres_server(directory: Path) -> AbstractContextManager[PostgresServer]:
     """As :func:`tests.outputs.postgres_server.postgres_server`, from a copy of the template cluster."""
-    server = _CopiedServer(directory)
-    server.init()
-    try:
-        yield server
-    finally:
-        if server.running():
-            server.stop()
+    return postgres_server(directory, _CopiedServer)

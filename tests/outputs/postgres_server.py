@@ -99,8 +99,8 @@ class PostgresServer:
 
 
 @contextmanager
-def postgres_server(directory: Path) -> Iterator[PostgresServer]:
-    server = PostgresServer(directory)
+def postgres_server(directory: Path, kind: type[PostgresServer] = PostgresServer) -> Iterator[PostgresServer]:
+    server = kind(directory)
     server.init()
     try:
         yield server
