@@ -7,6 +7,8 @@ after a click on "Show tickets" (``/api/gigs/<id>/tickets``). Members (cookie
 ``member=gold``) see member prices. ``/slow`` waits for an API that answers late. ``/busy``
 asks, once loaded, for an image, a font and the tracking script every 50 ms until it
 goes (``p.asking`` once it has asked 5 times): a browser closing it is in the middle of one.
+``/leaving`` sends, as it is left, the tracker a ``keepalive`` fetch and a beacon, then ``/sent``
+one (not blocked: it tells a test the others went too).
 
 The server counts what it is asked for (``hits``: images, fonts, media, the tracking script,
 each API, the shell) and records some headers of every request (``seen``: ``Cookie``,
@@ -122,6 +124,14 @@ addEventListener('load', () => setInterval(() => {
   document.head.append(script);
 }, 50));</script></body></html>"""
 
+LEAVING = """<!doctype html><html><head><meta charset="utf-8"><title>Leaving</title></head><body>
+<p class="here">here</p>
+<script>addEventListener('pagehide', () => {
+  fetch('/track.js?keepalive', {method: 'POST', body: 'left', keepalive: true});
+  navigator.sendBeacon('/track.js?beacon', 'left');
+  navigator.sendBeacon('/sent', 'left');
+});</script></body></html>"""
+
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
@@ -134,7 +144,10 @@ def _kind(path: str) -> str:
     for prefix, kind in (("/img/", "image"), ("/fonts/", "font"), ("/media/", "media"), ("/api/", "api")):
         if path.startswith(prefix):
             return kind
-    return {"/track.js": "tracker", "/static/app.js": "script", "/static/style.css": "style"}.get(path, "shell")
+    return _KINDS.get(path, "shell")
+
+
+_KINDS = {"/track.js": "tracker", "/sent": "sent", "/static/app.js": "script", "/static/style.css": "style"}
 
 
 class Seen(NamedTuple):
@@ -199,6 +212,12 @@ class GigSite:
     async def busy_page(self, request: web.Request) -> web.Response:
         return web.Response(text=BUSY, content_type="text/html")
 
+    async def leaving_page(self, request: web.Request) -> web.Response:
+        return web.Response(text=LEAVING, content_type="text/html")
+
+    async def sent(self, request: web.Request) -> web.Response:
+        return web.Response(status=204)
+
     async def slow_api(self, request: web.Request) -> web.Response:
         await asyncio.sleep(self.slow)
         return web.json_response({"status": "Sold out"})
@@ -225,6 +244,9 @@ class GigSite:
         app.router.add_get("/api/slow", self.slow_api)
         app.router.add_get("/slow", self.slow_page)
         app.router.add_get("/busy", self.busy_page)
+        app.router.add_get("/leaving", self.leaving_page)
+        app.router.add_post("/track.js", self.sent)
+        app.router.add_post("/sent", self.sent)
         for path in ("/static/app.js", "/static/style.css", "/track.js", "/img/{n}", "/fonts/{n}", "/media/{n}"):
             app.router.add_get(path, self.asset)
         for path in ("/", "/about", "/banned", r"/gig/{id:\d+}"):

@@ -27,7 +27,7 @@ from eclaw.exceptions import ConnectError
 from eclaw.fetchers.browser import BrowserFetcher, actions
 from eclaw.fetchers.router import FETCHERS, Fetchers
 from eclaw.testing import collect, serve
-from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file
+from tests.conftest import assert_accounted, read_bytes, read_jsonl, record_file, until
 from tests.jssite import GigSite, gig_ids
 from tests.proxies import free_port, tinyproxy
 
@@ -203,6 +203,18 @@ async def test_nothing_blocked_gets_through_while_a_page_closes(
     assert {kind: site.hits[kind] for kind in ("image", "font", "media", "tracker")} == dict.fromkeys(
         ("image", "font", "media", "tracker"), 0
     )
+
+
+async def test_a_blocked_url_is_not_sent_as_a_page_is_left(site: GigSite, base: str, blocking: BrowserFetcher) -> None:
+    """A keepalive fetch and a beacon sent on ``pagehide`` outlive the page, where no route sees them:
+    the browser itself holds back what matches ``browser_block_urls`` (each page's ``/sent`` beacon,
+    not blocked, shows that the others were sent)."""
+    before = blocking.blocked
+    pages = [blocking.fetch(Request(f"{base}/leaving?{n}")) for n in range(4)]
+    assert all(page.css("p.here") for page in await asyncio.gather(*pages))
+    await until(lambda: site.hits["sent"] == 4)
+    assert site.hits["tracker"] == 0
+    assert blocking.blocked - before == 8
 
 
 async def test_contexts_are_recycled_after_n_pages_and_after_a_ban(

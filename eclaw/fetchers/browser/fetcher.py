@@ -139,7 +139,7 @@ class BrowserFetcher:
 
         assert self._playwright is not None
         try:
-            return await self._playwright.chromium.launch(
+            browser = await self._playwright.chromium.launch(
                 executable_path=executable,
                 headless=True,
                 args=[*CHROMIUM_FLAGS, *self._blink],
@@ -149,6 +149,12 @@ class BrowserFetcher:
         except Error as exc:
             first = exc.message.strip().splitlines()[0] if exc.message.strip() else "no reason given"
             raise ConfigError(f"Chromium ({executable}) would not start: {first}") from None
+        try:
+            await self._blocker.guard(browser)
+        except BaseException:
+            await browser.close()
+            raise
+        return browser
 
     async def _setup(self, context: BrowserContext) -> None:
         if self._blocker:

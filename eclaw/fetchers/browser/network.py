@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import json
 import logging
@@ -11,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from playwright.async_api import Page, Route
+    from playwright.async_api import Browser, CDPSession, Page, Route
     from playwright.async_api import Request as PageRequest
     from playwright.async_api import Response as PageResponse
 
@@ -25,13 +26,41 @@ _CAPTURED = frozenset({"xhr", "fetch"})
 class Blocker:
     """A route handler for every context: aborts the requests of ``types`` (Playwright's resource
     types: image, font, media...) and those whose URL matches one of ``patterns`` (globs, ``*``
-    matching anything). The page's own navigation is never blocked."""
+    matching anything). The page's own navigation is never blocked.
+
+    A route sees only what a page asks while it is open: a ``keepalive`` fetch or a beacon sent as
+    the page is left outlives it, unrouted. So the URL patterns are also enforced below the pages,
+    by the browser itself (:meth:`guard`): Chromium pauses every request whose URL matches, from any
+    page, worker or unload handler, and the blocker fails it."""
 
     def __init__(self, types: Iterable[str], patterns: Iterable[str]) -> None:
         self.types = frozenset(types)
-        globs = [fnmatch.translate(pattern) for pattern in patterns]
+        self._patterns = list(patterns)
+        globs = [fnmatch.translate(pattern) for pattern in self._patterns]
         self._urls = re.compile("|".join(globs)) if globs else None
+        self._failing: set[asyncio.Task[None]] = set()
         self.blocked = 0
+
+    async def guard(self, browser: Browser) -> None:
+        """Have ``browser`` hold back every request whose URL matches a pattern (a session of the
+        browser's own, Chromium's Fetch domain): documents go on to the page's route, which lets the
+        page's own navigation through and refuses a frame's; everything else fails here."""
+        if not self._patterns:
+            return
+        session = await browser.new_browser_cdp_session()
+        session.on("Fetch.requestPaused", lambda event: self._paused(session, event))
+        await session.send("Fetch.enable", {"patterns": [{"urlPattern": pattern} for pattern in self._patterns]})
+
+    def _paused(self, session: CDPSession, event: dict[str, Any]) -> None:
+        params: dict[str, Any] = {"requestId": event["requestId"]}
+        if event.get("resourceType") == "Document":
+            method = "Fetch.continueRequest"
+        else:
+            method, params["errorReason"] = "Fetch.failRequest", "BlockedByClient"
+            self.blocked += 1
+        task = asyncio.ensure_future(_answer(session, method, params))
+        self._failing.add(task)
+        task.add_done_callback(self._failing.discard)
 
     def __bool__(self) -> bool:
         return bool(self.types) or self._urls is not None
@@ -133,6 +162,11 @@ class Network:
         """The page is going: stop reading bodies."""
         for task in self._reads:
             task.cancel()
+
+
+async def _answer(session: CDPSession, method: str, params: dict[str, Any]) -> None:
+    with contextlib.suppress(Exception):  # the request or the browser went meanwhile: nothing left to hold
+        await session.send(method, params)
 
 
 def _is_main_navigation(request: PageRequest) -> bool:
