@@ -18,6 +18,19 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def group_running(group: int) -> bool:
+    """Whether a process of process group ``group`` still runs (a zombie, ended but not yet reaped, holds
+    no file and no lock: it does not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and fields[2] == str(group):
+            return True
+    return False
+
+
 async def forked(pid: int, count: int) -> list[int]:
     """The ``count`` processes ``pid`` forks, once they are all up."""
     deadline = asyncio.get_running_loop().time() + 60  # generous: a loaded machine forks late

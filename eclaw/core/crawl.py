@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from eclaw.contracts import Handler, RetriesEmptyPages, Seeded, Shared, TakesBatches, Watcher, WatchesPages
@@ -27,7 +27,7 @@ from eclaw.core.checkpoint import Checkpointer
 from eclaw.core.components import CrawlComponents
 from eclaw.core.fetch import FetchRunner, RetryQueue
 from eclaw.core.intake import Intake
-from eclaw.core.journal import Ids, Journal
+from eclaw.core.journal import DroppedIds, Ids, Journal
 from eclaw.core.lending import Lending
 from eclaw.core.lifecycle import Lifecycle, uninterruptible
 from eclaw.core.pipeline import PipelineRunner
@@ -139,7 +139,7 @@ class Crawl:
         bus.own(ItemParsed, self.items.submit)
         bus.own(ResponseParsed, accounting.parsed)
         bus.own(RequestFailed, accounting.failed)
-        ids = _DroppedIds(journal)  # a request refused as it was yielded (a sitemap's limits) is never generated
+        ids = DroppedIds(journal)  # a request refused as it was yielded (a sitemap's limits) is never generated
         bus.own_batched(RequestDropped, Batched(accounting.dropped, _dropped, _unpack_dropped, ids.assign))
         bus.own(ItemStored, accounting.stored)
         bus.own(ItemDropped, accounting.item_dropped)
@@ -391,14 +391,3 @@ def _dropped(drop: tuple[Request, str], context: Any) -> RequestDropped:
 
 def _unpack_dropped(event: RequestDropped) -> tuple[tuple[Request, str], Any]:
     return (event.request, event.reason), None
-
-
-class _DroppedIds:
-    """Ids for the requests of a ``RequestDropped`` batch (all have one, but those refused as they were yielded)."""
-
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-
-    def assign(self, drops: Sequence[tuple[Request, str]]) -> None:
-        if not all(request._id for request, _ in drops):
-            self._journal.assign([request for request, _ in drops])

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from eclaw.http import Request
 
-__all__ = ["Ids", "Journal"]
+__all__ = ["DroppedIds", "Ids", "Journal"]
 
 
 class Journal(Protocol):
@@ -61,3 +61,14 @@ class Ids:
 
     def marked_by(self, request: Request) -> bytes | None:
         return None
+
+
+class DroppedIds:
+    """Ids for the requests of a ``RequestDropped`` batch (all have one, but those refused as they were yielded)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def assign(self, drops: Sequence[tuple[Request, str]]) -> None:
+        if not all(request._id for request, _ in drops):
+            self._journal.assign([request for request, _ in drops])

@@ -100,6 +100,8 @@ async def test_an_idle_worker_hears_of_new_work_and_of_the_end(tmp_path: Path) -
             await first.frontier.done(later)
             assert await second.heard_since(server.url) == []  # "second" still holds /a: not the end
             assert not second.woken.is_set()
+            await first.heard_since(server.url)  # "first" heard all said so far (its own links among it) ...
+            first.woken.clear()  # ... so what wakes it next is the end, not a message heard late
             await second.frontier.done(link)  # the crawl's last lease
             await first.told()
             await second.told()

@@ -6,11 +6,16 @@ processes, more on a busy CI one: a look every 5 ms made each wait a busy one.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 from pathlib import Path
 
 from tests import children
+from tests.conftest import until
+from tests.forkserver import Process
 
-__all__ = ["children_of", "forked"]
+__all__ = ["children_of", "forked", "kill_group"]
 
 
 def children_of(pid: int) -> list[int]:
@@ -37,3 +42,13 @@ async def forked(pid: int, count: int, every: float = 0.005) -> list[int]:
             return found
         await asyncio.sleep(every)
     raise AssertionError(f"process {pid} never had {count} children")
+
+
+async def kill_group(process: Process) -> None:
+    """SIGKILL a crawl command and every process of its group, and return once all have ended: one still
+    ending holds its part's state lock, and a crawl started at once on that state would find it in use."""
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile (said below)
+        os.killpg(process.pid, signal.SIGKILL)
+    code = await process.wait()
+    assert code in (0, -signal.SIGKILL), f"the crawl to be killed had ended by itself: exit {code}"
+    await until(lambda: not children.group_running(process.pid), 60, every=0.05)  # a look reads every /proc/PID

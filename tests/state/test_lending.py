@@ -25,7 +25,7 @@ from eclaw.testing import serve
 from tests.conftest import until
 from tests.forkserver import PIPE, Child, spawn
 from tests.state import lopsided
-from tests.state.forks import forked
+from tests.state.forks import forked, kill_group
 from tests.state.test_processes import accounted, counts, finished
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,8 +170,7 @@ async def test_kills_while_requests_are_lent_lose_and_double_nothing(tmp_path: P
             killed = await crawl(site, tmp_path, "--state", str(state), "-s", "checkpoint_interval=0.1", concurrency=2)
             await asyncio.sleep(rng.uniform(1.0, 2.0))
             if whole:
-                os.killpg(killed.pid, signal.SIGKILL)
-                await killed.wait()
+                await kill_group(killed)
                 continue
             os.kill(rng.choice(await forked(killed.pid, 2)), signal.SIGKILL)
             _, err = await asyncio.wait_for(killed.communicate(), 60)

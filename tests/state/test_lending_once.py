@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,7 @@ from eclaw.frontier.partition import PartFrontier
 from eclaw.testing import serve
 from tests.conftest import until
 from tests.state import lopsided
+from tests.state.forks import kill_group
 from tests.state.test_lending import items
 from tests.state.test_processes import finished
 
@@ -113,8 +112,7 @@ async def test_a_retry_sent_back_to_its_owner_is_stored_once_through_kill_9(tmp_
             with contextlib.suppress(TimeoutError):  # the crawl goes on: more lent, the owner saves
                 await until(lambda: site.served >= min(served + 20, ENTRIES - 5), 60)
         finally:
-            os.killpg(killed.pid, signal.SIGKILL)
-            await killed.wait()
+            await kill_group(killed)
         await finished(await crawl(base, tmp_path), "the resumed crawl", 120)
     stored = Counter(int(str(item["n"])) for item in items(tmp_path))
     assert sorted(stored) == list(range(ENTRIES)) and max(stored.values()) == 1, {

@@ -28,6 +28,7 @@ from tests.forkserver import DEVNULL, PIPE, Child, Process, spawn
 from tests.inprocess import eclaw_inprocess
 from tests.state import chainsite
 from tests.state.chainsite import ChainSpider
+from tests.state.forks import kill_group
 from tests.state.site import expected, make_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,8 +142,7 @@ async def test_a_pause_and_a_kill_of_the_whole_crawl_resume_with_each_item_once(
         assert "crawl paused" in await finished(paused, "the paused crawl")
         killed = await crawl(base, tmp_path, "--state", str(state))
         await started(killed, state)
-        os.killpg(killed.pid, signal.SIGKILL)  # the parent and its processes, at once
-        await killed.wait()
+        await kill_group(killed)  # the parent and its processes, at once
         await finished(await crawl(base, tmp_path, "--state", str(state)), "the resumed crawl")
     assert pages_in(tmp_path) == (sorted(parsed), sorted(parsed))
     assert failed_in(tmp_path) == sorted(failed)
@@ -234,8 +234,7 @@ async def test_kills_at_random_moments_of_a_crawl_of_redirects_lose_and_double_n
                 "--state", str(state), cwd=tmp_path, stdout=DEVNULL, stderr=DEVNULL, start_new_session=True,
             )  # fmt: skip
             await asyncio.sleep(rng.uniform(0.4, 1.1))  # a forked command starts crawling at once
-            os.killpg(killed.pid, signal.SIGKILL)  # the chain takes seconds: it is still crawling
-            await killed.wait()
+            await kill_group(killed)  # the chain takes seconds: it is still crawling
         await crawl_chain(base, tmp_path, "--state", str(state), "-s", "checkpoint_interval=0.1", processes=processes)
     assert sorted(item["n"] for item in chain_items(tmp_path)) == list(range(chainsite.PAGES))
 
