@@ -14,6 +14,7 @@ this output, named in the log; never an item counted written and lost.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -244,3 +245,12 @@ class StreamOutput:
         if self._sink is not None:
             await self._finish()
             self._sink = None
+            self._tidy()
+
+    def _tidy(self) -> None:
+        """Remove this run's own spool folder (a crawl without ``--state``) once its sinks delivered: the last
+        output to close finds it empty. A spool kept for a delivery that failed keeps its folder."""
+        assert self._crawl is not None, "output not open"
+        if not self._crawl.settings.state_dir:
+            with contextlib.suppress(OSError):
+                spool_path("", None, self._crawl.run_id).parent.rmdir()

@@ -8,6 +8,7 @@ import asyncio
 import gzip
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,10 +74,13 @@ async def kill_when(process: Child, count: int, tmp: Path) -> None:
 
 
 async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``eclaw crawl`` by the CLI's main in this process (the SIGKILL test runs it as a process)."""
+    """``eclaw crawl`` by the CLI's main in this process (the SIGKILL test runs it as a process); the run's
+    own spool folder (no ``--state``) is gone once the items are delivered."""
     for name, value in env(endpoint).items():
         if name.startswith("AWS_"):
             monkeypatch.setenv(name, value)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     async with serve(make_app(delay=0)) as base:
         code, _, stderr = await eclaw_inprocess(
             "crawl", SPIDER, "-a", f"base_url={base}", "-o", "s3://items/{spider}.jsonl.gz", "-s", "store=",
@@ -85,6 +89,7 @@ async def test_a_crawl_delivers_every_item_once(endpoint: str, tmp_path: Path, m
     assert code == 0, stderr[-2000:]
     pages = pages_in(endpoint, "state-site.jsonl.gz")
     assert sorted(pages) == sorted(expected()[0])
+    assert list((tmp_path / "tmp" / "eclaw-spool").iterdir()) == []
 
 
 async def test_sigkill_then_resume_gives_every_item_once(endpoint: str, tmp_path: Path) -> None:
