@@ -111,21 +111,25 @@ def gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(times)]
 
 
-def assert_spaced(times: list[float], delay: float) -> None:
-    """Requests arrived at a server at ``times`` (sorted), ``delay`` seconds apart (20 ms slack a gap).
+def assert_spaced(times: list[float], delay: float, stall: float = 0.5) -> None:
+    """Requests arrived at a server at ``times`` (sorted), sent ``delay`` seconds apart (20 ms slack a gap).
 
     A stall (the sender's loop between its turn and its send, or the server's loop between an arrival
-    and its logging) only ever makes an arrival *later*: it lengthens the gap before that arrival and
-    shortens the one after it, but leaves the time from the arrival before it to the arrival after it
-    whole. So a gap short of the delay passes only if, with the gap before it, it spans two delays (a
-    stall it can observe: the long gap before), and only for a few gaps (a quarter, at least one): a
-    stall is rare, a politeness bug (a delay held per worker, or counted from the wrong moment)
-    shortens every other gap, or brings three requests within two delays."""
+    and its logging) only ever makes an arrival *later*, never earlier: a late arrival lengthens the gap
+    before it and shortens the one after it, and two stalled in a row (the second less late than the
+    first) shorten two gaps in a row. So the times pass if sends ``delay`` apart, each arriving at most
+    ``stall`` seconds late, explain them (the earliest each could have been sent, from the first on), and
+    if few gaps are short of the delay (a quarter, at least one): a stall is rare, a politeness bug (a
+    delay held per worker, or counted from the wrong moment) shortens every other gap, and its deficit
+    grows past any stall."""
     spaces = gaps(times)
-    short = [i for i, g in enumerate(spaces) if g < delay - 0.02]
-    stalled = [i for i in short if i > 0 and spaces[i - 1] + spaces[i] >= 2 * delay - 0.04]
     shown = [round(g, 3) for g in spaces]
-    assert spaces and stalled == short and len(short) <= max(1, len(spaces) // 4), (shown, short)
+    earliest = times[0] - stall  # the first may have been sent up to a stall before it arrived
+    for i, arrival in enumerate(times[1:], 1):
+        earliest = max(arrival - stall, earliest + delay - 0.02)  # sent no sooner than a delay after the one before
+        assert earliest <= arrival, (shown, f"arrival {i} came {earliest - arrival:.3f} s before any spacing allows")
+    short = [i for i, g in enumerate(spaces) if g < delay - 0.02]
+    assert spaces and len(short) <= max(1, len(spaces) // 4), (shown, short)
 
 
 def assert_spaced_as_sent(sent: dict[str, float], arrived: dict[str, float], delay: float) -> None:

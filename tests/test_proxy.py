@@ -63,8 +63,7 @@ async def test_https_target_through_the_proxy_tunnel(tmp_path: Path, caplog: pyt
     site = FlakySite()
     runner = web.AppRunner(site.app())
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=self_signed(tmp_path)).start()
+    port = await tls_site(runner, tmp_path)
     try:
         async with tinyproxy(tmp_path, auth=("alice", SECRET)) as (address, log):
             proxy = Proxy([f"http://alice:{SECRET}@{address}"])
@@ -256,8 +255,7 @@ async def test_redirect_through_the_proxy(tmp_path: Path, keep_received: bool) -
 async def test_https_redirect_through_the_proxy_tunnel(tmp_path: Path) -> None:
     runner = web.AppRunner(Closing().app())
     await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=self_signed(tmp_path)).start()
+    port = await tls_site(runner, tmp_path)
     try:
         async with tinyproxy(tmp_path) as (address, log):
             items, stats = await crawl_redirect(address, f"https://127.0.0.1:{port}", verify_tls=False)
@@ -265,6 +263,14 @@ async def test_https_redirect_through_the_proxy_tunnel(tmp_path: Path) -> None:
         await runner.cleanup()
     assert items == [{"title": "there"}] and stats.requests_failed == 0 and stats.retries == 0
     assert f"CONNECT 127.0.0.1:{port}" in log.read_text()
+
+
+async def tls_site(runner: web.AppRunner, tmp_path: Path) -> int:
+    """Serve ``runner``'s app over TLS (a self-signed certificate) on a port the system picks as it binds
+    (a port found free first can be taken before the bind, by a suite running beside): the port."""
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self_signed(tmp_path)).start()
+    port: int = runner.addresses[0][1]
+    return port
 
 
 class Local(Spider):
