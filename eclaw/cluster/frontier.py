@@ -75,6 +75,7 @@ class RedisFrontier:
         self._held: dict[int, tuple[str, str]] = {}  # request id -> (host, slot token)
         self._asking = 0  # requests asked for by LEASEs under way, or asking for their slot
         self._tokens = itertools.count()
+        self._life = uuid.uuid4().hex[:8]  # tells this frontier's calls from a worker of the same name's before
         self._holding: Counter[str] = Counter()  # host -> slots this worker holds there (or is asking for)
         self._workers = 1  # in the crawl, as the last LEASE counted them
         self._ready: deque[Request] = deque()  # holding their slot, not handed out yet
@@ -308,7 +309,9 @@ class RedisFrontier:
         """Up to ``count`` requests from the queue (two round trips for them all: lease, then their slots)."""
         keys = ["queue", "requests", "leases:" + self.worker, "workers"]
         works = self._works
-        popped = await self.link.run("LEASE", keys, [count, self.prefix])
+        token = f"{self.worker}:{self._life}:{next(self._tokens)}"  # the same on every retry of this call
+        keep_ms = int(self.link.retry_for * 1000) + 60_000
+        popped = await self.link.run("LEASE", keys, [count, self.prefix, token, keep_ms])
         self._workers = int(popped[0])
         if len(popped) == 2:  # nothing queued; but while others hold requests, the crawl is not over
             # work announced while the LEASE was out may have come after Redis ran it: worth another

@@ -14,6 +14,7 @@ Keys (``P`` is ``eclaw:<spider>:``)::
     P items            hash  item id -> JSON (each item once, however often its request is redone)
     P stats            hash  worker -> its stats (JSON)
     P seeded           "1" once start requests were pushed
+    P reply:<token>    string  a LEASE's reply (JSON), kept while the call may be sent again
     P events           pub/sub channel: "work" (requests landed in an empty queue), "end" (the
                        last lease was dropped: nothing queued, nothing leased); see eclaw.cluster.wakeups
 """
@@ -66,12 +67,18 @@ return new
 """
 )
 
-# KEYS: queue, requests, leases:<worker>, workers. ARGV: count, key prefix. Moves up to count
-# requests from the queue to the worker's leases, but no more than the worker's share of the queue
-# (queued / workers, at least one: an idle worker may take the next); returns the number of
-# workers, then id, record, id, record... or, with the queue empty, {workers, leased}: how many
-# requests every worker holds (the crawl may not be over).
+# KEYS: queue, requests, leases:<worker>, workers. ARGV: count, key prefix, call token, how long its
+# reply is kept (ms). Moves up to count requests from the queue to the worker's leases, but no more
+# than the worker's share of the queue (queued / workers, at least one: an idle worker may take the
+# next); returns the number of workers, then id, record, id, record... or, with the queue empty,
+# {workers, leased}: how many requests every worker holds (the crawl may not be over).
+# A call sent again with its token (its reply was lost with the connection: Redis shutting down, say)
+# gets the reply of the first: the requests it leased are the caller's, not orphans that a live worker
+# would hold for ever, so that the crawl could never end.
 LEASE = """
+local kept = ARGV[2] .. 'reply:' .. ARGV[3]
+local reply = redis.call('GET', kept)
+if reply then return cjson.decode(reply) end
 local workers = math.max(1, redis.call('ZCARD', KEYS[4]))
 local share = math.floor(redis.call('ZCARD', KEYS[1]) / workers)
 local popped = redis.call('ZPOPMIN', KEYS[1], math.max(1, math.min(tonumber(ARGV[1]), share)))
@@ -88,6 +95,7 @@ for i = 1, #popped, 2 do
   out[#out + 1] = popped[i]
   out[#out + 1] = redis.call('HGET', KEYS[2], popped[i]) or ''
 end
+redis.call('SET', kept, cjson.encode(out), 'PX', tonumber(ARGV[4]))
 return out
 """
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
 
 from eclaw import Settings
 from eclaw.cluster.seed import seed
@@ -72,13 +73,33 @@ async def test_redis_restarted_mid_crawl_the_workers_carry_on(tmp_path: Path, se
         server.stop()  # its append-only file keeps the frontier
         await until(lambda: any("Redis unreachable" in log.read_text() for log in logs))  # they wait for it
         server.start()
-        for worker in workers:
-            await asyncio.wait_for(worker.wait(), 120)
+        try:
+            for worker in workers:
+                await asyncio.wait_for(worker.wait(), 120)
+        except TimeoutError:
+            for worker in workers:
+                if worker.returncode is None:
+                    worker.send_signal(signal.SIGKILL)
+            held = await _leases(server)
+            raise AssertionError(
+                f"workers running 120 s after Redis came back, holding {held}: {_tails(logs)}"
+            ) from None
         items = await stored_items(server, "state-site")
     said = [log.read_text() for log in logs]
     assert [worker.returncode for worker in workers] == [0, 0], said
     assert set(item["page"] for item in items) == parsed and len(items) == len(parsed)
     assert all("merged stats of every worker" in out for out in said)
+
+
+async def _leases(server: RedisServer) -> dict[str, int]:
+    """How many requests each worker holds in Redis, and how many are queued."""
+    async with Redis.from_url(server.url) as client:
+        keys = [key async for key in client.scan_iter("*leases:*")] + [key async for key in client.scan_iter("*queue")]
+        return {key.decode(): await client.zcard(key) for key in keys}
+
+
+def _tails(logs: list[Path]) -> str:
+    return "\n".join(f"{log.name}: ...{log.read_text()[-3000:]}" for log in logs)
 
 
 async def test_unreachable_redis_is_one_line_and_exit_2(tmp_path: Path) -> None:
