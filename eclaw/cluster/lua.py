@@ -14,7 +14,7 @@ Keys (``P`` is ``eclaw:<spider>:``)::
     P items            hash  item id -> JSON (each item once, however often its request is redone)
     P stats            hash  worker -> its stats (JSON)
     P seeded           "1" once start requests were pushed
-    P reply:<token>    string  a LEASE's reply (JSON), kept while the call may be sent again
+    P reply:<token>    string  the ids a LEASE gave (JSON), kept while the call may be sent again
     P events           pub/sub channel: "work" (requests landed in an empty queue), "end" (the
                        last lease was dropped: nothing queued, nothing leased); see eclaw.cluster.wakeups
 """
@@ -73,12 +73,20 @@ return new
 # next); returns the number of workers, then id, record, id, record... or, with the queue empty,
 # {workers, leased}: how many requests every worker holds (the crawl may not be over).
 # A call sent again with its token (its reply was lost with the connection: Redis shutting down, say)
-# gets the reply of the first: the requests it leased are the caller's, not orphans that a live worker
-# would hold for ever, so that the crawl could never end.
+# gets the requests of the first (their ids are kept, never their records, which may hold
+# credentials): they are the caller's, not orphans that a live worker would hold for ever, so that
+# the crawl could never end.
 LEASE = """
 local kept = ARGV[2] .. 'reply:' .. ARGV[3]
-local reply = redis.call('GET', kept)
-if reply then return cjson.decode(reply) end
+local ids = redis.call('GET', kept)
+if ids then  -- sent again: the same ids, their records read again (a record may hold credentials: never kept)
+  local again = {math.max(1, redis.call('ZCARD', KEYS[4]))}
+  for _, id in ipairs(cjson.decode(ids)) do
+    again[#again + 1] = id
+    again[#again + 1] = redis.call('HGET', KEYS[2], id) or ''
+  end
+  return again
+end
 local workers = math.max(1, redis.call('ZCARD', KEYS[4]))
 local share = math.floor(redis.call('ZCARD', KEYS[1]) / workers)
 local popped = redis.call('ZPOPMIN', KEYS[1], math.max(1, math.min(tonumber(ARGV[1]), share)))
@@ -89,13 +97,14 @@ if #popped == 0 then
   end
   return {workers, leased}
 end
-local out = {workers}
+local out, leased = {workers}, {}
 for i = 1, #popped, 2 do
   redis.call('ZADD', KEYS[3], popped[i + 1], popped[i])
   out[#out + 1] = popped[i]
   out[#out + 1] = redis.call('HGET', KEYS[2], popped[i]) or ''
+  leased[#leased + 1] = popped[i]
 end
-redis.call('SET', kept, cjson.encode(out), 'PX', tonumber(ARGV[4]))
+redis.call('SET', kept, cjson.encode(leased), 'PX', tonumber(ARGV[4]))
 return out
 """
 
