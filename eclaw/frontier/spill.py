@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["SpillQueue"]
 
 Row = tuple[int, str, "Request"]  # (sequence number, host, request)
+Chunk = tuple[int, str, int, int, str]  # (first sequence number, host, priority, count, lines)
 
 
 class SpillQueue:
@@ -28,9 +29,17 @@ class SpillQueue:
     order) and keeps, per host, how many wait here and which comes first; the file only needs an
     index by host. It lives in a private temporary directory, removed on ``close``; nothing is
     synced to disk (it is a memory overflow, not a record). Each request is a line of
-    :func:`~eclaw.frontier.serial.to_text`; those that cannot be written stay with the caller. Rows
-    are written ``BATCH`` at a time (and before a read of a host among them); rows read back are
-    deleted ``BATCH`` at a time too, skipped by reads until then.
+    :func:`~eclaw.frontier.serial.to_text` after its sequence number; those that cannot be written
+    stay with the caller.
+
+    A row is a chunk: the requests of one host and priority that one :meth:`put` spilled (a page's
+    links to its own host, say), in order, keyed by the first one's number. No other request of
+    that host and priority can fall between two of them (a later put numbers later), so chunks
+    never interleave and a host's requests come back in order. A chunk read in part keeps its row;
+    how many of its requests are gone is held here, so a host refilled one request at a time costs
+    one read a request, not a write too. Chunks are written ``BATCH`` requests at a time (and
+    before a read of a host among them); chunks read to their end are deleted ``BATCH`` at a time
+    too, skipped by reads until then.
     """
 
     BATCH = 512
@@ -39,16 +48,18 @@ class SpillQueue:
         self._spider = spider
         self._dir: Path | None = None
         self._db: sqlite3.Connection | None = None
-        self._count = 0  # rows in the file, and ...
-        self._rows: list[tuple[int, str, int, str]] = []  # ... rows not written yet: one transaction per batch
-        self._unwritten: set[str] = set()  # hosts with rows not written yet
-        self._taken: dict[str, set[int]] = {}  # rows read back, not deleted yet (by host): deleted a batch at a time
-        self._taken_count = 0
+        self._count = 0  # requests in the file, and ...
+        self._chunks: list[Chunk] = []  # ... chunks not written yet: one transaction per batch
+        self._unwritten = 0  # requests in those chunks
+        self._hosts: set[str] = set()  # hosts with chunks not written yet
+        self._read: dict[int, int] = {}  # chunk -> its requests taken back (in part, or all: not deleted yet)
+        self._done: list[int] = []  # chunks read to their end, deleted at the next write
+        self._from: dict[str, tuple[int, int]] = {}  # host -> (priority, seq) of its first chunk not read to its end
         self.spilled = 0  # requests ever written
         self.taken = 0  # reads (one per host refilled)
 
     def __len__(self) -> int:
-        return self._count + len(self._rows)
+        return self._count + self._unwritten
 
     def _open(self) -> sqlite3.Connection:
         self._dir = Path(tempfile.mkdtemp(prefix="eclaw-frontier-"))
@@ -58,7 +69,7 @@ class SpillQueue:
             db.execute("PRAGMA synchronous=OFF")
             db.execute(
                 "CREATE TABLE queue (seq INTEGER PRIMARY KEY, host TEXT NOT NULL, priority INTEGER NOT NULL,"
-                " record TEXT NOT NULL)"
+                " count INTEGER NOT NULL, records TEXT NOT NULL)"
             )
             db.execute("CREATE INDEX queue_by_host ON queue (host, priority DESC, seq)")
         except BaseException:  # a full disk: the caller gets the error, not an open file ``close`` cannot see
@@ -68,53 +79,81 @@ class SpillQueue:
 
     def put(self, rows: Sequence[Row]) -> list[Row]:
         """Queue ``rows`` for the file; returns those that cannot be stored (they stay in memory)."""
-        pending, unwritten, kept = self._rows, self._unwritten, []
+        spider, kept = self._spider, []
+        chunks: dict[tuple[str, int], tuple[int, list[str]]] = {}
         for row in rows:
             seq, host, request = row
             try:
-                pending.append((seq, host, request.priority, to_text(request, self._spider)))
+                line = f"{seq}\t{to_text(request, spider)}"
             except NotSerialisable:
                 kept.append(row)
+                continue
+            chunk = chunks.get((host, request.priority))
+            if chunk is None:
+                chunks[host, request.priority] = (seq, [line])
             else:
-                unwritten.add(host)
-        self.spilled += len(rows) - len(kept)
-        if len(pending) >= self.BATCH:
+                chunk[1].append(line)
+        starts = self._from
+        for (host, priority), (first, lines) in chunks.items():
+            self._chunks.append((first, host, priority, len(lines), "\n".join(lines)))
+            self._hosts.add(host)
+            if host in starts and priority > starts[host][0]:  # it comes before where the host's reads start
+                del starts[host]
+        stored = len(rows) - len(kept)
+        self.spilled += stored
+        self._unwritten += stored
+        if self._unwritten >= self.BATCH:
             self._write()
         return kept
 
     def _write(self) -> None:
         db = self._db = self._db or self._open()
         db.execute("BEGIN")
-        db.executemany("INSERT INTO queue (seq, host, priority, record) VALUES (?, ?, ?, ?)", self._rows)
-        if self._taken:
-            db.executemany("DELETE FROM queue WHERE seq = ?", [(seq,) for seqs in self._taken.values() for seq in seqs])
+        db.executemany("INSERT INTO queue (seq, host, priority, count, records) VALUES (?, ?, ?, ?, ?)", self._chunks)
+        if self._done:
+            db.executemany("DELETE FROM queue WHERE seq = ?", [(seq,) for seq in self._done])
+            for seq in self._done:
+                del self._read[seq]
         db.execute("COMMIT")
-        self._count += len(self._rows)
-        self._rows = []
-        self._unwritten.clear()
-        self._taken, self._taken_count = {}, 0
+        self._count += self._unwritten
+        self._chunks, self._unwritten, self._done = [], 0, []
+        self._hosts.clear()
 
     def take(self, host: str, limit: int) -> tuple[list[tuple[int, Request]], tuple[int, int] | None]:
         """Remove and return up to ``limit`` of ``host``'s requests in order, with their sequence numbers,
         and the order key ``(-priority, seq)`` of the first one left (``None``: none left)."""
-        if host in self._unwritten or self._taken_count >= self.BATCH:
+        if host in self._hosts or len(self._done) >= self.BATCH:
             self._write()
         if self._db is None:
             return [], None
-        query = "SELECT seq, priority, record FROM queue WHERE host = ? ORDER BY priority DESC, seq LIMIT ?"
-        taken = self._taken.get(host)
-        if taken:
-            rows = [row for row in self._db.execute(query, (host, limit + 1 + len(taken))) if row[0] not in taken]
-        else:
-            rows = self._db.execute(query, (host, limit + 1)).fetchall()
-            taken = self._taken[host] = set()
-        following = (-rows[limit][1], rows[limit][0]) if len(rows) > limit else None
-        rows = rows[:limit]
-        taken.update(row[0] for row in rows)
-        self._taken_count += len(rows)
-        self._count -= len(rows)
+        lines: list[str] = []
+        following = None
+        start = self._from.get(host)
+        rows = self._db.execute(_ALL, (host,)) if start is None else self._db.execute(_FROM, (host, *start))
+        for seq, priority, count, records in rows:
+            read = self._read.get(seq, 0)
+            if read == count:  # read to its end: not deleted yet
+                continue
+            if len(lines) == limit:
+                following = (-priority, seq if not read else _seq(records.split("\n", read + 1)[read]))
+                self._from[host] = (priority, seq)
+                break
+            chunk = records.split("\n")[read:]
+            wanted = limit - len(lines)
+            lines += chunk[:wanted]
+            if len(chunk) > wanted:  # the rest stays: the next read starts there
+                self._read[seq] = read + wanted
+                following = (-priority, _seq(chunk[wanted]))
+                self._from[host] = (priority, seq)
+                break
+            self._read[seq] = count
+            self._done.append(seq)
+        if following is None:
+            self._from.pop(host, None)
+        self._count -= len(lines)
         self.taken += 1
-        return [(seq, from_text(record, self._spider)) for seq, _, record in rows], following
+        spider = self._spider
+        return [(int(seq), from_text(text, spider)) for seq, _, text in (line.partition("\t") for line in lines)], following
 
     def close(self) -> None:
         if self._db is not None:
@@ -123,7 +162,21 @@ class SpillQueue:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-        self._count = 0
-        self._rows = []
-        self._unwritten.clear()
-        self._taken, self._taken_count = {}, 0
+        self._count = self._unwritten = 0
+        self._chunks, self._done = [], []
+        self._hosts.clear()
+        self._read.clear()
+        self._from.clear()
+
+
+_ALL = "SELECT seq, priority, count, records FROM queue WHERE host = ? ORDER BY priority DESC, seq"
+# the same, from a chunk on (higher priority first): the chunks read before it are not even looked at
+_FROM = (
+    "SELECT seq, priority, count, records FROM queue WHERE host = ?1 AND (priority < ?2 OR (priority = ?2 AND seq >= ?3))"
+    " ORDER BY priority DESC, seq"
+)
+
+
+def _seq(line: str) -> int:
+    """The sequence number a chunk's line starts with."""
+    return int(line.partition("\t")[0])
