@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -61,6 +61,7 @@ class EventBus:
         self._batched: dict[type[Event], Batched[Any, Any]] = {}
         self._plans: dict[type[Event], tuple[tuple[Handler, bool], ...]] = {}
         self._takers: dict[type[Event], list[BatchHandler]] = {}  # subscribers a batch at a time
+        self._direct: dict[type[Event], tuple[Handler, bool]] = {}  # kinds with an owner and no subscriber
 
     def own(self, kind: type[E], owner: Callable[[E], Awaitable[None] | None]) -> None:
         """Make ``owner`` the component that acts on ``kind`` (once, before the crawl runs)."""
@@ -81,8 +82,23 @@ class EventBus:
             raise RuntimeError(f"{kind.__name__} is not published in batches")
         self._takers.setdefault(kind, []).append(handler)
 
-    async def publish(self, event: Event) -> None:
-        """Run ``event``'s subscribers, then its owner, here and now."""
+    def publish(self, event: Event) -> Awaitable[None]:
+        """Run ``event``'s subscribers, then its owner, here and now (await what it returns). An event
+        whose only handler is its owner is the owner's call itself: no frame of the bus stays between
+        the publisher and the owner (a download's whole fetch runs in its owner, and each time its task
+        resumes, it passes through every frame above)."""
+        direct = self._direct.get(type(event))
+        if direct is not None:
+            if event.crawl is None:
+                _CRAWL.__set__(event, self._crawl)
+            owner, is_async = direct
+            if is_async:
+                return owner(event)  # type: ignore[return-value]
+            owner(event)
+            return _DONE
+        return self._publish(event)
+
+    async def _publish(self, event: Event) -> None:
         kind = type(event)
         batched = self._batched.get(kind)
         if batched is not None:
@@ -159,7 +175,21 @@ class EventBus:
             if owner is not None:
                 handlers.append(owner)
             plan = self._plans[kind] = tuple((h, _is_async(h)) for h in handlers)
+            if len(plan) == 1 and owner is not None and kind not in self._batched:
+                self._direct[kind] = plan[0]
         return plan
+
+
+class _Done:
+    """What :meth:`EventBus.publish` returns when a plain function owned the event: done already."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Iterator[None]:
+        return iter(())
+
+
+_DONE = _Done()
 
 
 def _is_async(handler: Handler) -> bool:
