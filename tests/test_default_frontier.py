@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import random
 import sys
 from typing import Any
@@ -68,6 +69,28 @@ def test_bloom_filter_grows_past_its_capacity_and_keeps_its_error_rate() -> None
     false_positives = sum(not bloom.add(rng.randbytes(20)) for _ in range(50000))
     assert false_positives <= 100  # 0.1 % would be 50
     assert len(bloom) >= 19950 + 50000 - 100
+
+
+def test_a_bloom_filter_saved_by_a_stage_that_hashed_fingerprints_loads_the_same() -> None:
+    # Its stages hold each fingerprint's stable hash as their item (a C hash function, not a Python one
+    # called per stage): the bits must be those of a stage hashing the fingerprints themselves, which
+    # saved --state folders hold.
+    from rbloom import Bloom
+
+    from eclaw.frontier.dupefilter import _stable_hash
+
+    rng = random.Random(3)
+    fps = [rng.randbytes(20) for _ in range(300)]
+    bloom, old = BloomDupeFilter(1000, 0.001), Bloom(1000, 0.001 / 2, _stable_hash)
+    for fp in fps:
+        bloom.add(fp)
+        old.add(fp)
+    assert bloom._stages[0][0].save_bytes() == old.save_bytes()
+    saved = io.BytesIO()
+    bloom.dump(saved)
+    again = BloomDupeFilter()
+    again.load(io.BytesIO(saved.getvalue()))
+    assert not any(again.add(fp) for fp in fps) and again.add(rng.randbytes(20))
 
 
 def test_bloom_filter_is_small_per_million() -> None:

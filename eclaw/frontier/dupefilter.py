@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Callable
 from typing import BinaryIO
@@ -17,6 +18,11 @@ def _stable_hash(fp: bytes, _from_bytes: Callable[..., int] = int.from_bytes) ->
     """A fingerprint is already a digest: its first 16 bytes are the hash, the same in every process
     (Python's own ``hash`` of bytes changes per process, and a saved filter must outlive it)."""
     return _from_bytes(fp[:16], "big", signed=True)
+
+
+# The stages hold that hash itself, their hash function taking it as it is: a call of C, not of Python, per
+# stage asked (the bits are those a stage hashing the fingerprints with _stable_hash sets: saved filters load).
+_HASHED = operator.index
 
 
 class BloomDupeFilter:
@@ -41,17 +47,18 @@ class BloomDupeFilter:
     def _grow(self) -> None:
         size = self._capacity << len(self._stages)
         rate = self._error_rate / (2 << len(self._stages))
-        self._stages.append((Bloom(size, rate, _stable_hash), size))
+        self._stages.append((Bloom(size, rate, _HASHED), size))
         self._room = size
 
     def add(self, fp: bytes) -> bool:
         """Remember ``fp``; whether it was new (``False``: seen before, or a false positive)."""
+        key = _stable_hash(fp)
         for stage, _ in self._stages:
-            if fp in stage:
+            if key in stage:
                 return False
         if not self._room:
             self._grow()
-        self._stages[-1][0].add(fp)
+        self._stages[-1][0].add(key)
         self._room -= 1
         self._count += 1
         return True
@@ -82,7 +89,7 @@ class BloomDupeFilter:
             data = file.read(length)
             if len(data) != length:
                 raise ValueError("duplicate filter cut short")
-            loaded.append((Bloom.load_bytes(data, _stable_hash), size))
+            loaded.append((Bloom.load_bytes(data, _HASHED), size))
         self._stages, self._count, self._room, self._error_rate = loaded, count, room, rate
         self._capacity = loaded[0][1] if loaded else self._capacity
 
