@@ -18,12 +18,12 @@ from eclaw.http.urls import canonical_url
 __all__ = ["refresh_target"]
 
 _SCAN = 4096
-_HINTS = (b"efresh", b"EFRESH")  # "refresh", "Refresh", "REFRESH": a cheap test before any decoding
+# "refresh", "Refresh", "REFRESH": a cheap test before any decoding
 
 
 def refresh_target(url: str, headers: Mapping[str, str], body: bytes, max_delay: float) -> str | None:
     """Where the page at ``url`` refreshes to (absolute), or ``None`` when it is not to be followed."""
-    if all(body.find(hint, 0, _SCAN) < 0 for hint in _HINTS):
+    if body.find(b"efresh", 0, _SCAN) < 0 and body.find(b"EFRESH", 0, _SCAN) < 0:  # once a page: no generator
         return None
     content_type = headers.get("Content-Type", "").lower()
     if content_type and "html" not in content_type:
