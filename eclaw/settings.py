@@ -98,7 +98,8 @@ class Settings:
         dns_cache_ttl_min: shortest time (s) an answer is cached (its TTL is raised to this).
         dns_cache_ttl_max: longest time (s) an answer is cached (its TTL is cut to this).
         dns_negative_ttl: how long (s) NXDOMAIN / no answer is cached.
-        dns_max_in_flight: DNS lookups in flight at once.
+        dns_max_in_flight: DNS lookups in flight at once (a busy loop reads answers late: 100 slowed a
+            10,000-host crawl's start fourfold).
         dns_retries: tries again after a DNS timeout or server failure (NXDOMAIN is never
             retried; a failed lookup has reason ``dns``).
         obey_robots: fetch and obey robots.txt (``Robots`` middleware).
@@ -246,7 +247,7 @@ class Settings:
     dns_cache_ttl_min: float = 30.0
     dns_cache_ttl_max: float = 3600.0
     dns_negative_ttl: float = 30.0
-    dns_max_in_flight: int = 100
+    dns_max_in_flight: int = 500
     dns_retries: int = 1
     obey_robots: bool = False
     autothrottle: bool = False

@@ -44,7 +44,7 @@ class CachingResolver(AbstractResolver):
         ttl_min: float = 30.0,
         ttl_max: float = 3600.0,
         negative_ttl: float = 30.0,
-        max_in_flight: int = 100,
+        max_in_flight: int = 500,
         retries: int = 1,
         timeout: float = 5.0,
     ) -> None:
