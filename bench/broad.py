@@ -48,6 +48,7 @@ from bench.broad_profile import sample, summarize
 from bench.broad_site import Site, address, make_hosts
 from bench.broad_site import name as host_name
 from bench.names import name_server
+from bench.run import env_for
 from bench.site import free_port, taskset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +82,13 @@ def names_of(site: Site) -> dict[str, str]:
     return {host_name(h.index): address(h.index) for h in site.hosts if h.fault != "reset"}
 
 
+def kind(contender: str) -> str:
+    """``eclaw@DIR`` (eclaw imported from the checkout DIR, to compare a change side by side) is an ``eclaw``."""
+    return contender.partition("@")[0]
+
+
 def crawler(contender: str, config: Config, seeds: Path, out: Path, dns_port: int = 0) -> list[str]:
+    contender = kind(contender)
     if contender == "scrapy":
         script = str(ROOT / "bench/contenders/broad_scrapy.py")
         values = (config.concurrency, config.per_domain, config.delay, config.retries)
@@ -109,7 +116,7 @@ def crawler(contender: str, config: Config, seeds: Path, out: Path, dns_port: in
 
 def pinned(contender: str) -> list[str]:
     """One process crawls on CPU 1 (the site has CPU 0); ``eclaw-p2`` (``--processes 2``) on both."""
-    return [] if contender == "eclaw-p2" else taskset(1)
+    return [] if kind(contender) == "eclaw-p2" else taskset(1)
 
 
 def _peak_rss_mb(pid: int, known: float) -> float:
@@ -150,7 +157,7 @@ def run_one(contender: str, config: Config, profile: Path | None = None) -> dict
     work = CACHE / f"{config.name}-{contender}{'-profiled' if profile else ''}"
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    site = config.site(port, names=contender == "eclaw-dns")
+    site = config.site(port, names=kind(contender) == "eclaw-dns")
     with contextlib.ExitStack() as stack:
         dns_port = stack.enter_context(name_server(names_of(site), DNS_DELAY)) if site.names else 0
         return _run(contender, config, site, work, dns_port, profile)
@@ -173,6 +180,7 @@ def _run(contender: str, config: Config, site: Site, work: Path, dns_port: int, 
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 cwd=work,
+                env=env_for(contender),
             )
             spy = sample(process.pid, config.seconds, profile) if profile else None
             how, code, usage, shutdown, peak = _stop(process.pid, started + config.seconds + GRACE)
@@ -289,7 +297,7 @@ def summary(runs: list[dict[str, Any]], cfgs: list[Config]) -> dict[str, dict[st
     result: dict[str, dict[str, Any]] = {}
     sizes = {c.name: c.hosts for c in cfgs}
     for contender in sorted({r["contender"] for r in runs}):
-        mine = {r["config"]: r for r in runs if r["contender"] == contender}
+        mine = {name: _median(rs) for name, rs in _by_config(runs, contender).items()}
         single = mine.get("single")
         out: dict[str, Any] = {}
         for name, run in mine.items():
@@ -309,6 +317,19 @@ def summary(runs: list[dict[str, Any]], cfgs: list[Config]) -> dict[str, dict[st
             out["idle_kb_per_host"] = round(1024 * (high - low) / (big - small), 2)
         result[contender] = out
     return result
+
+
+def _by_config(runs: list[dict[str, Any]], contender: str) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        if run["contender"] == contender:
+            found.setdefault(run["config"], []).append(run)
+    return found
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of several rounds, the run of the median pages/s."""
+    return sorted(runs, key=lambda r: r["pages_per_s"])[(len(runs) - 1) // 2]
 
 
 def table(report: dict[str, Any]) -> str:
@@ -343,7 +364,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--contenders", default="eclaw,scrapy")
     parser.add_argument("--eclaw-set", action="append", default=[], metavar="KEY=VALUE", help="an eclaw setting")
     parser.add_argument("--quick", action="store_true", help="100 and 1,000 hosts, 40 s windows: a few minutes")
-    parser.add_argument("--profile", action="store_true", help="then py-spy the eclaw run of the most hosts")
+    parser.add_argument("--rounds", type=int, default=1, help="each configuration's contenders N times, alternated")
+    parser.add_argument("--profile", action="store_true", help="then py-spy eclaw on the single host and the most hosts")
     parser.add_argument("--out", default=str(RESULTS / "broad.json"))
     args = parser.parse_args()
     if args.quick:
@@ -355,7 +377,7 @@ def _arguments() -> argparse.Namespace:
         parser.error(f"--hosts, --idle and --merged take host counts separated by commas: {exc}")
     if any(n < 1 for n in counts) or args.seconds <= 0 or args.delay < 0 or args.concurrency < 1:
         parser.error("host counts, --seconds and --concurrency must be positive, --delay not negative")
-    if unknown := set(args.contenders.split(",")) - {"eclaw", "eclaw-p2", "eclaw-dns", "scrapy", "baseline"}:
+    if unknown := {kind(c) for c in args.contenders.split(",")} - {"eclaw", "eclaw-p2", "eclaw-dns", "scrapy", "baseline"}:
         parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, eclaw-p2, eclaw-dns, scrapy, baseline")
     return args
 
@@ -375,8 +397,9 @@ def main() -> None:
     cfgs = configs(args)
     runs = []
     load_before = os.getloadavg()
+    contenders = args.contenders.split(",")
     for config in cfgs:
-        for contender in args.contenders.split(","):
+        for contender in alternated(contenders, args.rounds):
             print(f"{config.name}: {contender} ...", flush=True)
             runs.append(run_one(contender, config))
             print(f"  {json.dumps(runs[-1])}", flush=True)
@@ -388,12 +411,8 @@ def main() -> None:
         "runs": runs,
         "summary": summary(runs, cfgs),
     }
-    broad = [c for c in cfgs if c.mode == "broad"]
-    if args.profile and broad:
-        biggest = max(broad, key=lambda c: c.hosts)
-        raw = CACHE / "profile.txt"
-        print(f"{biggest.name}: eclaw under py-spy ...", flush=True)
-        report["profile"] = {"run": run_one("eclaw", biggest, raw), **summarize(raw)}
+    if args.profile:
+        report["profiles"] = profiles(cfgs)
     report["machine"]["load_after"] = os.getloadavg()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -401,6 +420,24 @@ def main() -> None:
     print()
     print(table(report))
     print(f"\nwritten to {out}")
+
+
+def profiles(cfgs: list[Config]) -> dict[str, dict[str, Any]]:
+    """eclaw again under py-spy on the single host and on the broad configuration of the most hosts:
+    where a page's CPU goes at both ends of the scale."""
+    broad = [c for c in cfgs if c.mode == "broad"]
+    chosen = [c for c in cfgs if c.mode == "single"] + ([max(broad, key=lambda c: c.hosts)] if broad else [])
+    found = {}
+    for config in chosen:
+        raw = CACHE / f"profile-{config.name}.txt"
+        print(f"{config.name}: eclaw under py-spy ...", flush=True)
+        found[config.name] = {"run": run_one("eclaw", config, raw), **summarize(raw)}
+    return found
+
+
+def alternated(contenders: list[str], rounds: int) -> list[str]:
+    """Each contender once a round, the order reversed every other round: none always runs first."""
+    return [c for n in range(rounds) for c in (contenders if n % 2 == 0 else contenders[::-1])]
 
 
 def _sizes(config: Config) -> dict[str, int]:

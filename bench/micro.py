@@ -2,10 +2,15 @@
 
     python -m bench.micro
 
-- event dispatch: cost per event published through a crawl's bus to one subscriber;
-- fingerprint + dedupe: per URL, new and repeated, through the frontier;
+- event dispatch: cost per event published through a crawl's bus to one subscriber, and to its
+  owner alone (how the crawl's own events go when nobody subscribed);
+- fingerprint + dedupe: per URL, new and repeated, through the frontier; the Bloom filter alone, per
+  new fingerprint, once it has grown a second stage;
 - hand-out: per request through the frontier (enqueue, next_request, release) over 1,000 hosts,
   without a resolver and with ``dns_resolver=async``'s (every name known: the cost of asking it);
+- spill: per request written to the frontier's disk and read back (``SpillQueue.put``, ``take``), as
+  a broad crawl spills them: a page's links a batch (20 to its own host, 3 to others), read back
+  one request a host at a time, round the hosts (10,000 hosts, a window of one each);
 - link extraction: ``response.follow_all(css="a")`` per bench page, and with a link rule
   (``follow_all(rule=...)``: extraction, resolving, filtering, de-duplication) per link kept.
 """
@@ -13,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +29,8 @@ from eclaw.discovery import Rule
 from eclaw.events import Event
 from eclaw.frontier.base import fingerprint
 from eclaw.frontier.default import DefaultFrontier
+from eclaw.frontier.dupefilter import BloomDupeFilter
+from eclaw.frontier.spill import SpillQueue
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +59,35 @@ async def dispatch_cost(events: int = 100_000) -> float:
         await publish(Ping(n=n))
     assert seen == events
     return (time.perf_counter() - started) / events * 1e6
+
+
+async def owner_cost(events: int = 100_000) -> float:
+    """µs an event whose only handler is its owner (the bus hands it straight over)."""
+    crawl = Engine().prepare(Bench)
+    seen = 0
+
+    async def owner(event: Ping) -> None:
+        nonlocal seen
+        seen += 1
+
+    crawl.bus.own(Ping, owner)
+    publish = crawl.bus.publish
+    started = time.perf_counter()
+    for n in range(events):
+        await publish(Ping(n=n))
+    assert seen == events
+    return (time.perf_counter() - started) / events * 1e6
+
+
+def bloom_cost(fps: int = 200_000) -> float:
+    """µs a new fingerprint added to a Bloom filter of two stages (sized for half of them)."""
+    bloom = BloomDupeFilter(fps // 2, 1e-6)
+    keys = [hashlib.sha1(n.to_bytes(8, "big")).digest() for n in range(fps)]
+    started = time.perf_counter()
+    added = sum(bloom.add(key) for key in keys)
+    cost = (time.perf_counter() - started) / fps * 1e6
+    assert added >= fps - 10
+    return cost
 
 
 async def dedupe_cost(urls: int = 50_000) -> tuple[float, float, float]:
@@ -97,6 +134,41 @@ async def handout_cost(hosts: int = 1000, per_host: int = 20, *, names: bool = F
     return cost
 
 
+def spill_cost(hosts: int = 2000, pages: int = 2000) -> float:
+    """µs a request: ``pages`` pages' links spilled (20 to the page's host, 3 to others), then all read
+    back one request at a time, host after host, as a frontier of many hosts refills its window."""
+    spider = Spider(name="spill")
+    spill = SpillQueue(spider)
+    seq = 0
+    rows = []
+    for page in range(pages):
+        host = f"h{page % hosts}.test"
+        links = [(host, f"http://{host}/p/{page}/{n}") for n in range(20)]
+        links += [(f"h{(page * 7 + n) % hosts}.test", f"http://h{(page * 7 + n) % hosts}.test/x/{page}") for n in range(3)]
+        batch = []
+        for name, url in links:
+            seq += 1
+            request = Request(url)
+            request.depth, request.referer = 2, f"http://{host}/p/{page}"
+            batch.append((seq, name, request))
+        rows.append(batch)
+    started = time.perf_counter()
+    for batch in rows:
+        spill.put(batch)
+    left = {f"h{h}.test" for h in range(hosts)}
+    taken = 0
+    while left:
+        for host in list(left):
+            got, following = spill.take(host, 1)
+            taken += len(got)
+            if following is None:
+                left.discard(host)
+    cost = (time.perf_counter() - started) / seq * 1e6
+    spill.close()
+    assert taken == seq, f"{taken} of {seq} read back"
+    return cost
+
+
 def extraction_cost(pages: int = 300) -> tuple[float, float, float]:
     bodies = [render(i, 20000).encode() for i in range(pages)]
     responses = [Response(f"http://127.0.0.1:8080/p/{i}.html", body=body) for i, body in enumerate(bodies)]
@@ -119,12 +191,15 @@ def main() -> dict[str, float]:
     results: dict[str, Any] = {}
     runs = [asyncio.run(dispatch_cost()) for _ in range(3)]
     results["dispatch_us_per_event"] = min(runs)
+    results["owner_dispatch_us_per_event"] = min(asyncio.run(owner_cost()) for _ in range(3))
     dedupe = [asyncio.run(dedupe_cost()) for _ in range(3)]
     results["fingerprint_us_per_url"] = min(d[0] for d in dedupe)
     results["enqueue_new_us_per_url"] = min(d[1] for d in dedupe)
     results["enqueue_repeat_us_per_url"] = min(d[2] for d in dedupe)
+    results["bloom_add_us_per_new"] = min(bloom_cost() for _ in range(3))
     results["handout_us_per_request"] = min(asyncio.run(handout_cost()) for _ in range(3))
     results["handout_names_us_per_request"] = min(asyncio.run(handout_cost(names=True)) for _ in range(3))
+    results["spill_us_per_request"] = min(spill_cost() for _ in range(3))
     extraction = [extraction_cost() for _ in range(3)]
     results["parse_us_per_page"] = min(e[0] for e in extraction)
     results["follow_all_us_per_link"] = min(e[1] for e in extraction)

@@ -21,20 +21,24 @@ from bench.run import CACHE
 from bench.run import command as crawl_command
 from bench.site import generate, serve
 
-GROUPS = [
+GROUPS = [  # a sample goes to the first group one of whose needles its innermost frame's "file:function" or path holds
     ("idle worker thread (blocked, no CPU; left out)", ("thread.py:_worker",)),
-    ("aiohttp/yarl/multidict (HTTP client)", ("aiohttp", "yarl", "multidict")),
-    ("asyncio (event loop, transports)", ("asyncio",)),
-    ("lxml parse (selectors.parse_html)", ("selectors.py:parse_html",)),
-    ("links: follow_all, Request()", ("http.py:follow_all", "http.py:__init__", "http.py:urljoin", "http.py:_base")),
-    ("selectors: css()/xpath() + parsel", ("http.py:css", "http.py:xpath", "parsel", "selectors.py:")),
-    ("URL checks and canonical form (urls.py)", ("urls.py:",)),
-    ("frontier: queue + dedupe + spill", ("default.py:", "dupefilter.py:", "pybloom", "spill.py:", "serial.py:")),
-    ("engine: crawl.py/callbacks.py events/accounting", ("crawl.py:", "callbacks.py:", "dispatch.py:", "stats.py:")),
-    ("fetcher.py + middleware", ("plain.py:", "middleware", "default_headers", "retry.py:", "user_agent.py:")),
-    ("pipelines + JSONL export + quality", ("pipeline.py:", "exporters.py:", "json", "quality.py:", "items.py:")),
-    ("encoding detection, lazy Response fields", ("http.py:_decoded", "http.py:_declared", "http.py:__get__", "w3lib")),
-    ("imports / start-up", ("importlib", "<frozen")),
+    ("HTTP client (aiohttp, yarl, multidict)", ("aiohttp/", "yarl/", "multidict/")),
+    ("event loop (asyncio, selectors)", ("asyncio/", "selectors.py:")),
+    ("frontier: the disk past its window (SQLite)", ("eclaw/frontier/spill.py", "eclaw/frontier/serial.py")),
+    (
+        "frontier: dedupe (fingerprints, Bloom filter)",
+        ("eclaw/frontier/dupefilter.py", "base.py:fingerprint", "urls.py:canonical_url", "urls.py:_fast_canonical"),
+    ),
+    ("frontier: queues, politeness, checks", ("eclaw/frontier/",)),
+    (
+        "the page: callback, selectors, lxml, links",
+        ("eclaw/http/", "parsel/", "lxml/", "cssselect/", "w3lib/", "broad_eclaw.py", "bench_spider"),
+    ),
+    ("fetchers, middlewares, sessions", ("eclaw/fetchers/", "eclaw/middlewares/", "eclaw/sessions/", "eclaw/security/")),
+    ("core: bus, runners, accounting, stats", ("eclaw/core/", "eclaw/stats.py", "eclaw/events.py")),
+    ("items out: pipelines, JSONL file", ("eclaw/storage/", "eclaw/outputs/", "eclaw/items.py", "json/")),
+    ("start-up (imports)", ("importlib", "<frozen")),
 ]
 
 

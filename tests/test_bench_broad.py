@@ -145,3 +145,16 @@ def test_the_floor_crawls_every_page_once_with_the_right_titles(
     assert run["stopped"] == "finished, exit 0", run
     assert run["items"] == {"items": 300, "duplicates": 0, "wrong": 0, "of_served": 300}
     assert run["requests"] == 300
+
+
+def test_rounds_alternate_the_order_and_each_figure_is_the_median_round() -> None:
+    assert broad.alternated(["eclaw", "eclaw@../old"], 3) == [
+        "eclaw", "eclaw@../old", "eclaw@../old", "eclaw", "eclaw", "eclaw@../old",
+    ]  # fmt: skip
+    assert broad.kind("eclaw-dns@../old") == "eclaw-dns" and broad.kind("baseline") == "baseline"
+    config = Config("broad-10", "broad", 10, 1.0, 2.0, 1, 10)
+    runs = [
+        {"contender": "eclaw", "config": "broad-10", "pages_per_s": rate, "of_bound": rate / 10, "waits": {"max_s": 1}}
+        for rate in (3.0, 1.0, 5.0)
+    ]
+    assert broad.summary(runs, [config])["eclaw"]["broad-10"]["of_bound"] == 0.3
