@@ -365,7 +365,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--eclaw-set", action="append", default=[], metavar="KEY=VALUE", help="an eclaw setting")
     parser.add_argument("--quick", action="store_true", help="100 and 1,000 hosts, 40 s windows: a few minutes")
     parser.add_argument("--rounds", type=int, default=1, help="each configuration's contenders N times, alternated")
-    parser.add_argument("--profile", action="store_true", help="then py-spy eclaw on the single host and the most hosts")
+    parser.add_argument("--profile", action="store_true", help="then py-spy eclaw: the single host, the most hosts")
     parser.add_argument("--out", default=str(RESULTS / "broad.json"))
     args = parser.parse_args()
     if args.quick:
@@ -377,7 +377,8 @@ def _arguments() -> argparse.Namespace:
         parser.error(f"--hosts, --idle and --merged take host counts separated by commas: {exc}")
     if any(n < 1 for n in counts) or args.seconds <= 0 or args.delay < 0 or args.concurrency < 1:
         parser.error("host counts, --seconds and --concurrency must be positive, --delay not negative")
-    if unknown := {kind(c) for c in args.contenders.split(",")} - {"eclaw", "eclaw-p2", "eclaw-dns", "scrapy", "baseline"}:
+    known = {"eclaw", "eclaw-p2", "eclaw-dns", "scrapy", "baseline"}
+    if unknown := {kind(c) for c in args.contenders.split(",")} - known:
         parser.error(f"unknown contender(s) {', '.join(sorted(unknown))}: eclaw, eclaw-p2, eclaw-dns, scrapy, baseline")
     return args
 

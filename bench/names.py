@@ -42,30 +42,48 @@ def _answers(port: int, name: str) -> bool:
 @contextlib.contextmanager
 def name_server(names: Mapping[str, str], delay: tuple[float, float] = (0.0, 0.0)) -> Iterator[int]:
     """dnsmasq answering ``names`` (NXDOMAIN for other names under ``.test``), behind a relay adding
-    ``delay`` (uniform, seconds) when it is not zero; yields the port to ask (on CPU 0, with the site)."""
+    ``delay`` (uniform, seconds) when it is not zero; yields the port to ask (on CPU 0, with the site).
+    A port found free may be taken before dnsmasq binds it (its TCP side too: after a broad run,
+    thousands of loopback ports are busy): then it starts again on others, up to three times."""
     with tempfile.TemporaryDirectory() as tmp:
         hosts = Path(tmp) / "hosts"
         hosts.write_text("".join(f"{addr} {name}\n" for name, addr in names.items()))
-        port = free_udp_port()
-        command = [
-            "dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--addn-hosts={hosts}",
-            "--local=/test/", "--listen-address=127.0.0.1", "--bind-interfaces", f"--port={port}",
-            "--user=root", "--pid-file=", "--dns-forward-max=1000", "--cache-size=10000", "--local-ttl=300",
-        ]  # fmt: skip
-        servers = [subprocess.Popen([*taskset(0), *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        asked = port
-        if delay != (0.0, 0.0):
-            asked = free_udp_port()
-            relay = [sys.executable, "-m", "bench.dns_relay", "--upstream", str(port), "--port", str(asked)]
-            relay += ["--min", str(delay[0]), "--max", str(delay[1])]
-            servers.append(subprocess.Popen([*taskset(0), *relay], cwd=ROOT, stdout=subprocess.DEVNULL))
-        try:
-            deadline = time.monotonic() + 15
-            while not _answers(asked, "up.test"):
-                if any(s.poll() is not None for s in servers) or time.monotonic() > deadline:
-                    raise SystemExit("the bench's name server did not start (is dnsmasq installed?)")
-            yield asked
-        finally:
-            for server in servers:
-                server.terminate()
-                server.wait(10)
+        for _attempt in range(3):
+            servers, asked = _start(hosts, delay)
+            try:
+                if _up(servers, asked):
+                    yield asked
+                    return
+            finally:
+                for server in servers:
+                    server.terminate()
+                    server.wait(10)
+        raise SystemExit("the bench's name server did not start (is dnsmasq installed?)")
+
+
+def _start(hosts: Path, delay: tuple[float, float]) -> tuple[list[subprocess.Popen[bytes]], int]:
+    port = free_udp_port()
+    command = [
+        "dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", f"--addn-hosts={hosts}",
+        "--local=/test/", "--listen-address=127.0.0.1", "--bind-interfaces", f"--port={port}",
+        "--user=root", "--pid-file=", "--dns-forward-max=1000", "--cache-size=10000", "--local-ttl=300",
+    ]  # fmt: skip
+    servers = [subprocess.Popen([*taskset(0), *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    asked = port
+    if delay != (0.0, 0.0):
+        asked = free_udp_port()
+        relay = [sys.executable, "-m", "bench.dns_relay", "--upstream", str(port), "--port", str(asked)]
+        relay += ["--min", str(delay[0]), "--max", str(delay[1])]
+        servers.append(subprocess.Popen([*taskset(0), *relay], cwd=ROOT, stdout=subprocess.DEVNULL))
+    return servers, asked
+
+
+def _up(servers: list[subprocess.Popen[bytes]], port: int) -> bool:
+    """Whether the servers answer on ``port`` (False: one of them exited, its port taken)."""
+    deadline = time.monotonic() + 15
+    while not _answers(port, "up.test"):
+        if any(s.poll() is not None for s in servers):
+            return False
+        if time.monotonic() > deadline:
+            raise SystemExit("the bench's name server did not answer in 15 s")
+    return True

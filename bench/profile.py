@@ -35,7 +35,10 @@ GROUPS = [  # a sample goes to the first group one of whose needles its innermos
         "the page: callback, selectors, lxml, links",
         ("eclaw/http/", "parsel/", "lxml/", "cssselect/", "w3lib/", "broad_eclaw.py", "bench_spider"),
     ),
-    ("fetchers, middlewares, sessions", ("eclaw/fetchers/", "eclaw/middlewares/", "eclaw/sessions/", "eclaw/security/")),
+    (
+        "fetchers, middlewares, sessions",
+        ("eclaw/fetchers/", "eclaw/middlewares/", "eclaw/sessions/", "eclaw/security/"),
+    ),
     ("core: bus, runners, accounting, stats", ("eclaw/core/", "eclaw/stats.py", "eclaw/events.py")),
     ("items out: pipelines, JSONL file", ("eclaw/storage/", "eclaw/outputs/", "eclaw/items.py", "json/")),
     ("start-up (imports)", ("importlib", "<frozen")),

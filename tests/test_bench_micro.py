@@ -13,5 +13,5 @@ def test_the_spill_reads_back_every_request_it_wrote() -> None:
 
 
 def test_the_owner_alone_gets_every_event_and_the_bloom_filter_every_new_fingerprint() -> None:
-    assert asyncio.run(micro.owner_cost(events=500)) > 0
+    assert asyncio.run(micro.dispatch_cost(events=500, owner=True)) > 0
     assert micro.bloom_cost(fps=4000) > 0

@@ -152,8 +152,8 @@ class SpillQueue:
             self._from.pop(host, None)
         self._count -= len(lines)
         self.taken += 1
-        spider = self._spider
-        return [(int(seq), from_text(text, spider)) for seq, _, text in (line.partition("\t") for line in lines)], following
+        spider, split = self._spider, (line.partition("\t") for line in lines)
+        return [(int(seq), from_text(text, spider)) for seq, _, text in split], following
 
     def close(self) -> None:
         if self._db is not None:
@@ -172,8 +172,8 @@ class SpillQueue:
 _ALL = "SELECT seq, priority, count, records FROM queue WHERE host = ? ORDER BY priority DESC, seq"
 # the same, from a chunk on (higher priority first): the chunks read before it are not even looked at
 _FROM = (
-    "SELECT seq, priority, count, records FROM queue WHERE host = ?1 AND (priority < ?2 OR (priority = ?2 AND seq >= ?3))"
-    " ORDER BY priority DESC, seq"
+    "SELECT seq, priority, count, records FROM queue"
+    " WHERE host = ?1 AND (priority < ?2 OR (priority = ?2 AND seq >= ?3)) ORDER BY priority DESC, seq"
 )
 
 
