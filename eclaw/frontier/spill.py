@@ -129,7 +129,7 @@ class SpillQueue:
         lines: list[str] = []
         following = None
         start = self._from.get(host)
-        rows = self._db.execute(_ALL, (host,)) if start is None else self._db.execute(_FROM, (host, *start))
+        rows = self._db.execute(_ALL, (host,)) if start is None else self._db.execute(_FROM, (host, start[0], *start))
         for seq, priority, count, records in rows:
             read = self._read.get(seq, 0)
             if read == count:  # read to its end: not deleted yet
@@ -173,7 +173,7 @@ _ALL = "SELECT seq, priority, count, records FROM queue WHERE host = ? ORDER BY 
 # the same, from a chunk on (higher priority first): the chunks read before it are not even looked at
 _FROM = (
     "SELECT seq, priority, count, records FROM queue"
-    " WHERE host = ?1 AND (priority < ?2 OR (priority = ?2 AND seq >= ?3)) ORDER BY priority DESC, seq"
+    " WHERE host = ? AND (priority < ? OR (priority = ? AND seq >= ?)) ORDER BY priority DESC, seq"
 )
 
 
