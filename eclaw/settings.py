@@ -98,8 +98,7 @@ class Settings:
         dns_cache_ttl_min: shortest time (s) an answer is cached (its TTL is raised to this).
         dns_cache_ttl_max: longest time (s) an answer is cached (its TTL is cut to this).
         dns_negative_ttl: how long (s) NXDOMAIN / no answer is cached.
-        dns_max_in_flight: DNS lookups in flight at once (a busy loop reads answers late: 100 slowed a
-            10,000-host crawl's start fourfold).
+        dns_max_in_flight: DNS lookups in flight at once (500: a busy loop reads each answer late).
         dns_retries: tries again after a DNS timeout or server failure (NXDOMAIN is never
             retried; a failed lookup has reason ``dns``).
         obey_robots: fetch and obey robots.txt (``Robots`` middleware).
