@@ -94,7 +94,7 @@ class ChoosesProxy(Protocol):
     """Chooses the proxy of each redirect hop of one request, so that a hop goes through the proxy
     its own URL calls for (rotation, ``HTTPS_PROXY`` after an http→https redirect, ``NO_PROXY``):
     the ``Proxy`` middleware puts one in ``meta["proxy_chooser"]``; fetchers that follow redirects
-    ask it (:func:`eclaw.fetchers.redirects.hop_proxy`)."""
+    ask it (:func:`eclaw.fetchers.hops.hop_proxy`)."""
 
     async def proxy_for(self, url: str) -> str | None:
         """The proxy URL (its credentials in it) for a hop to ``url``, or ``None`` to go direct."""

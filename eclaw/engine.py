@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 from eclaw._deprecated import renamed_arguments
 from eclaw.contracts import Middleware
 from eclaw.core.bus import Handler
+from eclaw.core.callbacks import CallbackParser, Parser
 from eclaw.core.components import ComponentFactory
 from eclaw.core.crawl import Crawl
-from eclaw.core.parser import CallbackParser, Parser
 from eclaw.events import Event
 from eclaw.exceptions import ConfigError
 from eclaw.fetchers.base import Fetcher
@@ -52,7 +52,7 @@ class Engine:
             lists them); ``None`` records nothing.
         frontier: factory of a :class:`~eclaw.frontier.base.Frontier` per crawl.
         fetcher: factory of a :class:`~eclaw.fetchers.base.Fetcher` per crawl.
-        parser: the :class:`~eclaw.core.parser.Parser`.
+        parser: the :class:`~eclaw.core.callbacks.Parser`.
         state_dir: where each crawl saves its state to resume after a pause or
             a crash (the ``state_dir`` setting; see :mod:`eclaw.core.state`).
         **renamed: the old names of ``frontier`` and ``fetcher`` (deprecated: docs/architecture.md).

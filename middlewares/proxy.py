@@ -17,7 +17,7 @@ from yarl import URL
 
 from eclaw.contracts import Fetch
 from eclaw.exceptions import ConfigError, ConnectError, DownloadTimeout, HttpError, ProxyError
-from eclaw.fetchers.redirects import PROXY_CHOOSER
+from eclaw.fetchers.hops import PROXY_CHOOSER
 from eclaw.fetchers.socks import SOCKS_SCHEMES
 from eclaw.http import Request, Response
 from eclaw.http.urls import host_allowed, url_host

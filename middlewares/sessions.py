@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from eclaw.contracts import Fetch
 from eclaw.exceptions import Banned, ConnectError, DownloadError, DownloadTimeout, HttpError, RetryRequest
+from eclaw.fetchers.hops import merge_cookies
 from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
-from eclaw.sessions.hops import merge_cookies
 from eclaw.sessions.pool import Session, SessionPool
 
 if TYPE_CHECKING:

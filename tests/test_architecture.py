@@ -1,6 +1,7 @@
 """docs/architecture.md's "A page's path" is how a default crawl runs, measured on a crawl of the demo
-shop: each event's publishers and owner are those of its row in the table, and the files the section
-names are the files a page calls into (with a profiler), no more, no fewer."""
+shop: each event's publishers and owner are those of its row in the table, the files the section
+names are the files a page calls into (with a profiler), no more, no fewer, and its list of a
+request's walk is the files a request is handed to."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import eclaw
 from eclaw import Engine
 from eclaw.demo.shop import ShopSpider
 from eclaw.events import Event
+from eclaw.http import Request, Response
 from eclaw.testing import collect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +29,7 @@ PUBLISHERS = {
     "core/callbacks.py": "the callback runner",
     "core/start.py": "the start feeder",
     "core/fetch.py": "the fetch runner",
-    "core/intake.py": "the intake",
+    "core/accounting.py": "the intake",
     "core/pipeline.py": "the pipeline runner",
 }
 # named in the section for the crawls that have them, not a default one
@@ -70,7 +72,26 @@ def _publisher(frame: FrameType | None) -> str:
     return "?"
 
 
-async def _crawl(demo_url: str) -> tuple[dict[str, set[str]], Any, Counter[str], int]:
+def _carries(value: object) -> bool:
+    """``value`` is a request or a response, a batch of them, or an event (a dataclass) that carries one."""
+    if isinstance(value, Request | Response):
+        return True
+    if isinstance(value, list | tuple) and value and isinstance(value[0], Request | Response):
+        return True
+    fields = getattr(type(value), "__dataclass_fields__", None)
+    return bool(fields) and not fields.keys().isdisjoint(("request", "response", "requests"))
+
+
+def _handed(frame: FrameType) -> bool:
+    """The function of ``frame`` was handed a request (as ``self`` too: its own methods)."""
+    code = frame.f_code
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    arguments = frame.f_locals
+    return any(_carries(arguments.get(name)) for name in names)
+
+
+async def _published(demo_url: str) -> tuple[dict[str, set[str]], Any]:
+    """Who published each kind of event in a crawl of the demo shop, and the crawl."""
     engine = Engine()
     published: dict[str, set[str]] = defaultdict(set)
     crawls: list[Any] = []
@@ -81,27 +102,44 @@ async def _crawl(demo_url: str) -> tuple[dict[str, set[str]], Any, Counter[str],
             crawls.append(event.crawl)
 
     engine.subscribe(Event, seen)
+    await collect(ShopSpider, engine=engine, base_url=demo_url)
+    return published, crawls[0]
+
+
+async def _profiled(demo_url: str) -> tuple[Counter[str], Counter[str], int]:
+    """A default crawl of the demo shop (no subscriber): the calls into each file, the calls that
+    were handed a request, and the pages."""
     calls: Counter[str] = Counter()
+    handed: Counter[str] = Counter()
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
-            calls[frame.f_code.co_filename] += 1
+            filename = frame.f_code.co_filename
+            calls[filename] += 1
+            if _handed(frame):
+                handed[filename] += 1
 
     sys.setprofile(profile)
     try:
-        _, stats = await collect(ShopSpider, engine=engine, base_url=demo_url)
+        _, stats = await collect(ShopSpider, base_url=demo_url)
     finally:
         sys.setprofile(None)
+    return _ours(calls), _ours(handed), stats.responses_downloaded
+
+
+def _ours(calls: Counter[str]) -> Counter[str]:
+    """The counts of eclaw's files (the harness aside), by the name the section gives them."""
     files: Counter[str] = Counter()
     for filename, count in calls.items():
         place = _place(filename)
         if place is not None and not place.startswith(HARNESS):
             files[place] += count
-    return published, crawls[0], files, stats.responses_downloaded
+    return files
 
 
 async def test_the_page_path_in_the_architecture_page_is_how_a_crawl_runs(demo_url: str) -> None:
-    published, crawl, files, pages = await _crawl(demo_url)
+    published, crawl = await _published(demo_url)
+    files, handed, pages = await _profiled(demo_url)
     rows = _rows()
     for kind in ("RequestGenerated", "RequestScheduled", "ResponseDownloaded", "ItemParsed", "ResponseParsed"):
         assert kind in published, f"a crawl of the demo shop published no {kind}"
@@ -123,6 +161,13 @@ async def test_the_page_path_in_the_architecture_page_is_how_a_crawl_runs(demo_u
     assert not on_path - named, f"files a page calls into that the section does not name: {sorted(on_path - named)}"
     unused = named - set(files) - CONDITIONAL.keys()
     assert not unused, f"files the section names that a default crawl never calls: {sorted(unused)}"
+
+    walk = re.search(r"\*\*A request's walk\*\*(.*?) \((\d+) files\)", _section(), re.S)
+    assert walk is not None, "the section lists no request's walk"
+    listed = re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", walk.group(1))
+    walked = {place for place, count in handed.items() if count >= pages / 2}
+    assert set(listed) == walked, f"a request is handed to {sorted(walked)}, the section lists {sorted(listed)}"
+    assert int(walk.group(2)) == len(listed), "the walk's count is not its list's length"
 
 
 def _owner(crawl: Any, kind: str) -> Any:

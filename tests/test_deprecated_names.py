@@ -12,8 +12,10 @@ import pytest
 
 from eclaw import Engine, Response, Settings, Spider
 from eclaw.cluster.frontier import RedisFrontier
+from eclaw.core.callbacks import CallbackParser, Parser
 from eclaw.fetchers.base import Fetcher
 from eclaw.fetchers.browser import BrowserFetcher
+from eclaw.fetchers.hops import HopHeaders, follow
 from eclaw.fetchers.impersonate import ImpersonateFetcher
 from eclaw.fetchers.plain import PlainFetcher
 from eclaw.fetchers.router import Fetchers
@@ -31,6 +33,12 @@ OLD_NAMES = [  # (old module, old name, the object it stands for now)
     ("eclaw.frontier.base", "Scheduler", Frontier),
     ("eclaw.cluster.frontier", "RedisScheduler", RedisFrontier),
     ("eclaw.testing", "MockDownloader", MockFetcher),
+    # modules that moved (a page's walk through fewer files, issue 40)
+    ("eclaw.core.parser", "CallbackParser", CallbackParser),
+    ("eclaw.core.parser", "Parser", Parser),
+    ("eclaw.fetchers.redirects", "follow", follow),
+    ("eclaw.sessions.hops", "HopHeaders", HopHeaders),
+    ("eclaw.downloaders.redirects", "follow", follow),
 ]
 
 

@@ -15,10 +15,10 @@ from aiohttp import web
 
 from eclaw import ConfigError, Engine, Request, Response, Settings, Spider
 from eclaw.events import ItemStored
+from eclaw.fetchers.hops import referer_for
 from eclaw.fetchers.plain import PlainFetcher
 from eclaw.fetchers.router import Fetchers
 from eclaw.middlewares import Sessions, defaults
-from eclaw.sessions.hops import referer_for
 from eclaw.sessions.jars import CookieJars
 from eclaw.testing import MockFetcher, collect, serve
 from tests.conftest import assert_accounted

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from eclaw.contracts import DupeFilter, Resumable, SavesSeen
+from eclaw.core.accounting import Intake
 from eclaw.core.activity import Activity
-from eclaw.core.intake import Intake
 from eclaw.core.lending import Lending
 from eclaw.core.start import StartFeeder
 from eclaw.core.state import CrawlState, Saved, restore_outputs, save_outputs

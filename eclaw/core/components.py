@@ -14,7 +14,7 @@ from typing import Any
 from eclaw.cluster.frontier import RedisFrontier
 from eclaw.contracts import ItemPipeline, Middleware, Resumable, Shared, Watcher
 from eclaw.core.budgets import Budgets
-from eclaw.core.parser import Parser
+from eclaw.core.callbacks import Parser
 from eclaw.core.pipeline import as_pipeline
 from eclaw.core.state import CrawlState
 from eclaw.exceptions import ConfigError

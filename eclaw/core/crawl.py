@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eclaw.contracts import Handler, RetriesEmptyPages, Seeded, Shared, TakesBatches, Watcher, WatchesPages
-from eclaw.core.accounting import Accounting, Completions
+from eclaw.core.accounting import Accounting, Completions, DroppedIds, Ids, Intake, Journal
 from eclaw.core.activity import Activity
 from eclaw.core.budgets import PageBudget
 from eclaw.core.bus import Batched, EventBus
@@ -26,8 +26,6 @@ from eclaw.core.callbacks import CallbackRunner
 from eclaw.core.checkpoint import Checkpointer
 from eclaw.core.components import CrawlComponents
 from eclaw.core.fetch import FetchRunner, RetryQueue
-from eclaw.core.intake import Intake
-from eclaw.core.journal import DroppedIds, Ids, Journal
 from eclaw.core.lending import Lending
 from eclaw.core.lifecycle import Lifecycle, uninterruptible
 from eclaw.core.pipeline import PipelineRunner

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from eclaw.contracts import Fetch, MarksSeen, Middleware
+from eclaw.core.accounting import Journal
 from eclaw.core.activity import Activity
 from eclaw.core.budgets import PageBudget
 from eclaw.core.bus import EventBus
-from eclaw.core.journal import Journal
 from eclaw.core.records import attempts_of
 from eclaw.events import RequestDropped, RequestFailed, RequestGenerated, RequestScheduled, ResponseDownloaded
 from eclaw.exceptions import DownloadError, EclawError, HttpError, IgnoreRequest, RetryRequest

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from eclaw.core.accounting import Intake, Journal
 from eclaw.core.activity import Activity
-from eclaw.core.intake import Intake
-from eclaw.core.journal import Journal
 from eclaw.frontier.base import Fed, Feed, TakesBack
 from eclaw.http import Request
 from eclaw.stats import Stats

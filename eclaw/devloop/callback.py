@@ -1,6 +1,6 @@
 """One callback on one response, and what it yielded: ``eclaw parse``, the shell, a spider's tests.
 
-The callback runs through the crawl's own parser (:class:`~eclaw.core.parser.CallbackParser`),
+The callback runs through the crawl's own parser (:class:`~eclaw.core.callbacks.CallbackParser`),
 so it is called exactly as in a crawl (``cb_kwargs``, async or not, returning or yielding).
 """
 
@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from eclaw.contracts import Fetch
+from eclaw.core.callbacks import CallbackParser
 from eclaw.core.expect import ItemExpectations
-from eclaw.core.parser import CallbackParser
 from eclaw.exceptions import ConfigError
 from eclaw.frontier.base import fingerprint
 from eclaw.http import Request, Response

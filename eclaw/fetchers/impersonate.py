@@ -3,7 +3,7 @@
 The one place that talks to curl_cffi (``pip install 'eclaw[impersonate]'``), imported
 when the fetcher opens, so eclaw imports without it. It behaves as the plain fetcher
 does where users rely on it: redirects followed by eclaw hop by hop
-(:mod:`eclaw.fetchers.redirects`); bodies refused past ``max_response_size`` as they arrive
+(:mod:`eclaw.fetchers.hops`); bodies refused past ``max_response_size`` as they arrive
 (curl counts them after decompression, so a gzip bomb is cut off early); a request with
 ``meta["stream_to"]`` (:class:`~eclaw.http.types.BodySink`, as the plain fetcher honours it) goes
 through curl_cffi's streaming API, in a second session sharing the cookie jar: its 2xx body is
@@ -54,7 +54,7 @@ from eclaw.exceptions import (
     ResponseTooLarge,
     TruncatedResponse,
 )
-from eclaw.fetchers.redirects import REDIRECTS, Hop, follow, hop_proxy
+from eclaw.fetchers.hops import REDIRECTS, Hop, follow, hop_proxy
 from eclaw.fetchers.tls import certificate_error, handshake_error
 from eclaw.http import Request, Response
 from eclaw.http.types import STREAM_TO, BodySink

@@ -1,11 +1,11 @@
 """The HTTP fetcher: the one place that talks to aiohttp's client.
 
-Redirects are followed by eclaw, hop by hop (:mod:`eclaw.fetchers.redirects`),
+Redirects are followed by eclaw, hop by hop (:mod:`eclaw.fetchers.hops`),
 so loops, hop limits and offsite hops are caught; bodies are streamed and refused
 past ``max_response_size`` (counted after decompression, so a gzip bomb is cut off
 early); aiohttp's exceptions are translated into :mod:`eclaw.exceptions`.
 
-Each hop carries what :class:`~eclaw.sessions.hops.HopHeaders` adds (the cookies of the
+Each hop carries what :class:`~eclaw.fetchers.hops.HopHeaders` adds (the cookies of the
 request's jar, the host's basic auth, the ``Referer``) and its ``Set-Cookie`` go to that
 jar. A ``<meta http-equiv="refresh">`` is a hop like a 3xx (:mod:`eclaw.fetchers.refresh`);
 ``meta["dont_redirect"]`` (or a 3xx status the request or spider handles) stops at the first.
@@ -47,8 +47,8 @@ from eclaw.exceptions import (
     ResponseTooLarge,
     TruncatedResponse,
 )
+from eclaw.fetchers.hops import REDIRECTS, Hop, HopHeaders, follow, hop_proxy
 from eclaw.fetchers.pacing import KEEPALIVE, paced_requests
-from eclaw.fetchers.redirects import REDIRECTS, Hop, follow, hop_proxy
 from eclaw.fetchers.refresh import refresh_target
 from eclaw.fetchers.reuse import StaleConnection, reuse_aware_responses
 from eclaw.fetchers.socks import SocksPools, is_socks, proxy_name
@@ -59,7 +59,6 @@ from eclaw.http.types import STREAM_TO, BodySink
 from eclaw.http.wire import KEEP_RECEIVED, Received, Sent, decoder_for
 from eclaw.security.scope import proxy_authorization
 from eclaw.sessions.auth import HostAuth
-from eclaw.sessions.hops import HopHeaders
 from eclaw.sessions.jars import CookieJars
 
 if TYPE_CHECKING:

@@ -248,7 +248,7 @@ class PartFrontier(DefaultFrontier):
         every request sent them read): of the requests queued in memory behind their host's next one,
         those past the crawl's concurrency, if there are as many as that, are shared out evenly between
         them and this one. A request that made its redirect's page seen before a pause stays: that page is
-        its to parse (see :meth:`~eclaw.core.journal.Journal.marked_by`)."""
+        its to parse (see :meth:`~eclaw.core.accounting.Journal.marked_by`)."""
         if self._all_whole or self._in_memory < 2 * self._reserve:
             return
         hungry = [peer for peer in self.mesh.peers if self._hungry(peer)]

@@ -30,7 +30,7 @@ from eclaw.fetchers.browser.identity import NavigationRoute, cookies_of, header,
 from eclaw.fetchers.browser.network import Blocker, Network
 from eclaw.fetchers.browser.pool import ContextPool, Lease
 from eclaw.fetchers.browser.snapshots import Screenshots
-from eclaw.fetchers.redirects import PROXY_CHOOSER
+from eclaw.fetchers.hops import PROXY_CHOOSER
 from eclaw.http import Request, Response
 from eclaw.http.urls import host_allowed, redact_url, url_host
 from eclaw.security.headers import sensitive_headers

@@ -4,7 +4,7 @@ Chromium sends a navigation's headers again on every redirect it follows, to any
 no route sees those hops (Playwright: a route is called for the first URL of a redirect chain
 only). So when a request's own headers hold a credential (``Authorization``, every header of
 :func:`~eclaw.security.headers.sensitive_headers`) or ``http_auth`` is set, its redirects are
-followed here, by :func:`eclaw.fetchers.redirects.follow` as the other fetchers follow them
+followed here, by :func:`eclaw.fetchers.hops.follow` as the other fetchers follow them
 (loops, the hop limit, offsite hops, each hop vetted): each hop is fetched through the page's
 context (its cookies, its proxy, its user agent) with what :mod:`eclaw.security.scope` lets it
 carry, and the page then opens the final URL with the final answer (:class:`Served`), so
@@ -21,7 +21,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from eclaw.exceptions import ResponseTooLarge
 from eclaw.fetchers.browser.identity import FirstNavigation, navigation_overrides
-from eclaw.fetchers.redirects import REDIRECTS, Hop, follow
+from eclaw.fetchers.hops import REDIRECTS, Hop, follow
 from eclaw.http import Request, Response
 from eclaw.http.urls import redact_url
 from eclaw.security.scope import scoped, why_not_carried
