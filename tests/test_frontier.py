@@ -133,11 +133,14 @@ async def test_spilled_requests_come_back_in_order() -> None:
     assert len(urls) == 102 and frontier._spill.spilled == 90
 
 
-async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kept", [4 << 20, 300, 0], ids=["chunks-kept", "some-kept", "none-kept"])
+async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: pytest.MonkeyPatch, kept: int) -> None:
     # Requests of 40 hosts, of three priorities, arrive while others are handed out; most wait on disk,
     # written and deleted in batches of 4. Each one handed out must be the first of all that wait:
-    # higher priority first, then first in, first out.
+    # higher priority first, then first in, first out; whether the rest of a chunk read in part is
+    # kept in memory (all, some, none of them: KEPT bytes) or read again from the file.
     monkeypatch.setattr("eclaw.frontier.spill.SpillQueue.BATCH", 4)
+    monkeypatch.setattr("eclaw.frontier.spill.SpillQueue.KEPT", kept)
     rng = random.Random(7)
     frontier = DefaultFrontier()
     await frontier.open(Site(), Settings(frontier_memory=8, concurrency=1), lambda: None)
@@ -146,10 +149,12 @@ async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: py
     try:
         for step in range(400):
             if rng.random() < 0.55:
+                page = rng.randrange(40)  # most of a page's links go to its own host: chunks of several
                 batch = [
-                    Request(f"http://h{rng.randrange(40)}.test/{step}-{n}", priority=-rng.randrange(3))
-                    for n in range(rng.randrange(1, 6))
-                ]
+                    Request(f"http://h{page if rng.random() < 0.7 else rng.randrange(40)}.test/{step}-{n}",
+                            priority=-rng.randrange(3))
+                    for n in range(rng.randrange(1, 9))
+                ]  # fmt: skip
                 assert await frontier.enqueue(batch) == [None] * len(batch)
                 waiting.update({r.url: (-r.priority, len(waiting) + len(handed) + i) for i, r in enumerate(batch)})
             elif waiting:
@@ -163,6 +168,9 @@ async def test_spilled_requests_of_many_hosts_come_back_in_order(monkeypatch: py
         for request in await drain(frontier):
             assert request.url == min(waiting, key=waiting.__getitem__)
             del waiting[request.url]
+        spill = frontier._spill
+        assert (spill.kept > 0) == (kept > 0) and spill.taken > 0
+        assert spill._kept_chars <= kept
     finally:
         await frontier.close()
     assert not waiting

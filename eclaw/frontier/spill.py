@@ -37,12 +37,15 @@ class SpillQueue:
     that host and priority can fall between two of them (a later put numbers later), so chunks
     never interleave and a host's requests come back in order. A chunk read in part keeps its row;
     how many of its requests are gone is held here, so a host refilled one request at a time costs
-    one read a request, not a write too. Chunks are written ``BATCH`` requests at a time (and
+    one read a request, not a write too — and, while the rest of the chunks read in part fits in
+    ``KEPT`` characters, not even a read: the rest of such a chunk is kept as text (not as requests) and
+    the host's next refill starts there. Chunks are written ``BATCH`` requests at a time (and
     before a read of a host among them); chunks read to their end are deleted ``BATCH`` at a time
     too, skipped by reads until then.
     """
 
     BATCH = 512
+    KEPT = 16 << 20  # characters of chunks' rest kept between two refills of their hosts (~130,000 requests)
 
     def __init__(self, spider: Spider) -> None:
         self._spider = spider
@@ -53,10 +56,13 @@ class SpillQueue:
         self._unwritten = 0  # requests in those chunks
         self._hosts: set[str] = set()  # hosts with chunks not written yet
         self._read: dict[int, int] = {}  # chunk -> its requests taken back (in part, or all: not deleted yet)
+        self._kept: dict[int, str] = {}  # chunk read in part -> its lines not read yet
+        self._kept_chars = 0
         self._done: list[int] = []  # chunks read to their end, deleted at the next write
         self._from: dict[str, tuple[int, int]] = {}  # host -> (priority, seq) of its first chunk not read to its end
         self.spilled = 0  # requests ever written
-        self.taken = 0  # reads (one per host refilled)
+        self.taken = 0  # reads of the file (one per host refilled) ...
+        self.kept = 0  # ... and refills from a chunk's kept text
 
     def __len__(self) -> int:
         return self._count + self._unwritten
@@ -126,9 +132,44 @@ class SpillQueue:
             self._write()
         if self._db is None:
             return [], None
+        start = self._from.get(host)
+        kept = self._kept.get(start[1]) if start is not None else None
+        if start is not None and kept is not None:  # the rest of a chunk read in part: no read of the file
+            lines, following = self._from_kept(host, start, kept, limit)
+        else:
+            lines, following = self._from_file(host, start, limit)
+        if following is None:
+            self._from.pop(host, None)
+        self._count -= len(lines)
+        spider, split = self._spider, (line.partition("\t") for line in lines)
+        return [(int(seq), from_text(text, spider)) for seq, _, text in split], following
+
+    def _from_kept(
+        self, host: str, start: tuple[int, int], rest: str, limit: int
+    ) -> tuple[list[str], tuple[int, int] | None]:
+        """The next ``limit`` lines of the chunk the host's reads start at, from its kept rest; from the
+        file when the chunk ends before a line is left after them (what follows is in another row)."""
+        priority, seq = start
+        lines: list[str] = []
+        at = 0
+        while len(lines) < limit:
+            end = rest.find("\n", at)
+            if end < 0:  # its last line: the next row says what follows
+                return self._from_file(host, start, limit)
+            lines.append(rest[at:end])
+            at = end + 1
+        self._read[seq] += limit
+        self._keep(seq, rest[at:])
+        self.kept += 1
+        return lines, (-priority, int(rest[at : rest.find("\t", at)]))
+
+    def _from_file(
+        self, host: str, start: tuple[int, int] | None, limit: int
+    ) -> tuple[list[str], tuple[int, int] | None]:
+        """``host``'s next ``limit`` lines read from the file, from its first chunk not read to its end."""
+        assert self._db is not None
         lines: list[str] = []
         following = None
-        start = self._from.get(host)
         rows = self._db.execute(_ALL, (host,)) if start is None else self._db.execute(_FROM, (host, start[0], *start))
         for seq, priority, count, records in rows:
             read = self._read.get(seq, 0)
@@ -145,15 +186,27 @@ class SpillQueue:
                 self._read[seq] = read + wanted
                 following = (-priority, _seq(chunk[wanted]))
                 self._from[host] = (priority, seq)
+                self._keep(seq, "\n".join(chunk[wanted:]))
                 break
             self._read[seq] = count
             self._done.append(seq)
-        if following is None:
-            self._from.pop(host, None)
-        self._count -= len(lines)
+            self._forget(seq)
         self.taken += 1
-        spider, split = self._spider, (line.partition("\t") for line in lines)
-        return [(int(seq), from_text(text, spider)) for seq, _, text in split], following
+        return lines, following
+
+    def _keep(self, seq: int, rest: str) -> None:
+        """Keep the rest of a chunk read in part, while what is kept fits in ``KEPT`` characters."""
+        before = self._kept.pop(seq, None)
+        size = self._kept_chars - (len(before) if before is not None else 0)
+        if size + len(rest) <= self.KEPT:
+            self._kept[seq] = rest
+            size += len(rest)
+        self._kept_chars = size
+
+    def _forget(self, seq: int) -> None:
+        kept = self._kept.pop(seq, None)
+        if kept is not None:
+            self._kept_chars -= len(kept)
 
     def close(self) -> None:
         if self._db is not None:
@@ -167,6 +220,8 @@ class SpillQueue:
         self._hosts.clear()
         self._read.clear()
         self._from.clear()
+        self._kept.clear()
+        self._kept_chars = 0
 
 
 _ALL = "SELECT seq, priority, count, records FROM queue WHERE host = ? ORDER BY priority DESC, seq"
