@@ -8,6 +8,8 @@
   new fingerprint, once it has grown a second stage;
 - hand-out: per request through the frontier (enqueue, next_request, release) over 1,000 hosts,
   without a resolver and with ``dns_resolver=async``'s (every name known: the cost of asking it);
+- broad enqueue: per link a page yields (20 new to its own host, 4 of its host seen before, 3 to
+  other hosts) into a frontier whose window is full, as at 10,000 hosts (most go to disk);
 - spill: per request written to the frontier's disk and read back (``SpillQueue.put``, ``take``), as
   a broad crawl spills them: a page's links a batch (20 to its own host, 3 to others), read back
   one request a host at a time, round the hosts (10,000 hosts, a window of one each);
@@ -121,6 +123,33 @@ async def handout_cost(hosts: int = 1000, per_host: int = 20, *, names: bool = F
     return cost
 
 
+async def broad_enqueue_cost(hosts: int = 10_000, pages: int = 20_000) -> float:
+    """µs a link: ``pages`` pages' links enqueued a page at a time (``DefaultFrontier.enqueue``: checks,
+    dedupe, each host's queue, the disk past the 10,000-request window)."""
+    frontier = DefaultFrontier()
+    await frontier.open(Spider(name="broad"), Settings(frontier_memory=10_000, concurrency=1000), lambda: None)
+    batches, new = [], set()
+    for page in range(pages):
+        host = f"h{page % hosts}.test"
+        urls = [f"http://{host}/p/{page * 20 + n}" for n in range(1, 21)]
+        urls += [f"http://{host}/p/{(page * 7 + n) % 500}" for n in range(4)]
+        urls += [f"http://h{(page * 13 + n) % hosts}.test/p/{page % 300}" for n in range(3)]
+        batch = []
+        for url in urls:
+            request = Request(url)
+            request.depth, request.referer = 2, f"http://{host}/p/{page}"
+            batch.append(request)
+        batches.append(batch)
+        new.update(urls)
+    started = time.perf_counter()
+    for batch in batches:
+        await frontier.enqueue(batch)
+    cost = (time.perf_counter() - started) / sum(map(len, batches)) * 1e6
+    assert frontier.pending() == len(new), f"{frontier.pending()} queued of {len(new)} new links"
+    await frontier.close()
+    return cost
+
+
 def spill_cost(hosts: int = 2000, pages: int = 2000) -> float:
     """µs a request: ``pages`` pages' links spilled (20 to the page's host, 3 to others), then all read
     back one request at a time, host after host, as a frontier of many hosts refills its window."""
@@ -187,6 +216,7 @@ def main() -> dict[str, float]:
     results["bloom_add_us_per_new"] = min(bloom_cost() for _ in range(3))
     results["handout_us_per_request"] = min(asyncio.run(handout_cost()) for _ in range(3))
     results["handout_names_us_per_request"] = min(asyncio.run(handout_cost(names=True)) for _ in range(3))
+    results["broad_enqueue_us_per_link"] = min(asyncio.run(broad_enqueue_cost()) for _ in range(3))
     results["spill_us_per_request"] = min(spill_cost() for _ in range(3))
     extraction = [extraction_cost() for _ in range(3)]
     results["parse_us_per_page"] = min(e[0] for e in extraction)

@@ -15,3 +15,7 @@ def test_the_spill_reads_back_every_request_it_wrote() -> None:
 def test_the_owner_alone_gets_every_event_and_the_bloom_filter_every_new_fingerprint() -> None:
     assert asyncio.run(micro.dispatch_cost(events=500, owner=True)) > 0
     assert micro.bloom_cost(fps=4000) > 0
+
+
+def test_a_broad_enqueue_queues_every_new_link_once() -> None:
+    assert asyncio.run(micro.broad_enqueue_cost(hosts=50, pages=400)) > 0  # asserts inside: each new link queued
