@@ -42,7 +42,7 @@ from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse, RetryReque
 from eclaw.http import Request, Response
 from eclaw.http.types import COMPLETES
 from eclaw.http.urls import redact_url
-from eclaw.items import is_item
+from eclaw.items import is_item, yielded
 from eclaw.observe.logs import request_id
 from eclaw.observe.snapshots import Snapshots, save_for_failure
 from eclaw.sessions.referrer import META_KEY as POLICY_KEY
@@ -327,19 +327,9 @@ def _outputs(result: Any) -> AsyncIterator[object] | Iterable[object]:
         return result  # the common case, iterated without an extra wrapper
     if inspect.isawaitable(result):
         return _awaited(result)
-    return _plain(result)
+    return yielded(result)
 
 
 async def _awaited(result: Any) -> AsyncIterator[object]:
-    for value in _plain(await result):
+    for value in yielded(await result):
         yield value
-
-
-def _plain(result: Any) -> Iterable[object]:
-    if result is None:
-        return ()
-    if isinstance(result, Request) or is_item(result):
-        return (result,)
-    if isinstance(result, str | bytes) or not isinstance(result, Iterable):
-        raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
-    return result

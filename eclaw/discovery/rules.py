@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from eclaw.discovery.links import SEEN_PER_PAGE, Page, Rule, iter_links, page_links, resolve
 from eclaw.exceptions import ConfigError
 from eclaw.http.request import Request, plain_request
-from eclaw.items import is_item
+from eclaw.items import yielded
 
 if TYPE_CHECKING:
     from eclaw.http.response import Response
@@ -123,19 +123,8 @@ class CrawlRules:
                 yield request
 
 
-def _values(result: Any) -> Iterable[object]:
-    """What a plain callback returned, as values (as the callback runner reads it)."""
-    if result is None:
-        return ()
-    if isinstance(result, Request) or is_item(result):
-        return (result,)
-    if isinstance(result, str | bytes) or not isinstance(result, Iterable):
-        raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
-    return result
-
-
 def _chain(result: Any, links: Callable[[], Iterable[Request]]) -> Iterator[object]:
-    yield from _values(result)
+    yield from yielded(result)
     yield from links()
 
 
@@ -146,7 +135,7 @@ async def _async_chain(result: Any, links: Callable[[], Iterable[Request]]) -> A
         async for value in result:
             yield value
     else:
-        for value in _values(result):
+        for value in yielded(result):
             yield value
     for request in links():
         yield request
