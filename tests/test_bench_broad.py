@@ -158,3 +158,16 @@ def test_rounds_alternate_the_order_and_each_figure_is_the_median_round() -> Non
         for rate in (3.0, 1.0, 5.0)
     ]
     assert broad.summary(runs, [config])["eclaw"]["broad-10"]["of_bound"] == 0.3
+
+
+def test_a_checkout_compared_side_by_side_runs_from_its_bytecode(tmp_path: Path) -> None:
+    """``eclaw@DIR`` gets DIR's bytecode written first: with ``PYTHONDONTWRITEBYTECODE`` set a fresh worktree
+    would compile every module in every run, and its figures would count the compiling."""
+    from bench.run import env_for
+
+    package = tmp_path / "eclaw"
+    package.mkdir()
+    (package / "__init__.py").write_text("VERSION = 1\n")
+    env = env_for(f"eclaw@{tmp_path}")
+    assert env is not None and env["PYTHONPATH"] == str(tmp_path)
+    assert list((package / "__pycache__").glob("__init__.*.pyc"))
