@@ -6,13 +6,11 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, ClassVar
 
-from eclaw.http.request import Request
-
-__all__ = ["Item", "is_item", "item_key", "item_to_dict", "item_type", "validate", "yielded"]
+__all__ = ["Item", "is_item", "item_key", "item_to_dict", "item_type", "validate"]
 
 
 class Item:
@@ -43,22 +41,6 @@ def is_item(value: object) -> bool:
         or (dataclasses.is_dataclass(value) and not isinstance(value, type))
         or (hasattr(value, "model_dump") and not isinstance(value, type))
     )
-
-
-def yielded(result: Any) -> Iterable[object]:
-    """What a plain callback returned, as the values it yields: ``None`` as none, an item or a
-    ``Request`` as itself, an iterable of them as it is.
-
-    Raises:
-        TypeError: anything else (a string, a number...).
-    """
-    if result is None:
-        return ()
-    if isinstance(result, Request) or is_item(result):
-        return (result,)
-    if isinstance(result, str | bytes) or not isinstance(result, Iterable):
-        raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
-    return result
 
 
 def item_to_dict(item: Any) -> dict[str, Any]:

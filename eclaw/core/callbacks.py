@@ -29,6 +29,7 @@ from eclaw.core.activity import Activity
 from eclaw.core.bus import EventBus
 from eclaw.core.expect import ItemExpectations
 from eclaw.core.pipeline import PipelineRunner
+from eclaw.discovery.rules import yielded
 from eclaw.discovery.sitemaps import Refused
 from eclaw.events import (
     ItemParsed,
@@ -42,7 +43,7 @@ from eclaw.exceptions import CloseSpider, HttpError, NotTextResponse, RetryReque
 from eclaw.http import Request, Response
 from eclaw.http.types import COMPLETES
 from eclaw.http.urls import redact_url
-from eclaw.items import is_item, yielded
+from eclaw.items import is_item
 from eclaw.observe.logs import request_id
 from eclaw.observe.snapshots import Snapshots, save_for_failure
 from eclaw.sessions.referrer import META_KEY as POLICY_KEY

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from eclaw.discovery.links import SEEN_PER_PAGE, Page, Rule, iter_links, page_links, resolve
 from eclaw.exceptions import ConfigError
 from eclaw.http.request import Request, plain_request
-from eclaw.items import yielded
+from eclaw.items import is_item
 
 if TYPE_CHECKING:
     from eclaw.http.response import Response
 
-__all__ = ["CrawlRules", "RulesOwner"]
+__all__ = ["CrawlRules", "RulesOwner", "yielded"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +121,22 @@ class CrawlRules:
                         continue
                     request = processed
                 yield request
+
+
+def yielded(result: Any) -> Iterable[object]:
+    """What a plain callback returned, as the values it yields: ``None`` as none, an item or a
+    ``Request`` as itself, an iterable of them as it is.
+
+    Raises:
+        TypeError: anything else (a string, a number...).
+    """
+    if result is None:
+        return ()
+    if isinstance(result, Request) or is_item(result):
+        return (result,)
+    if isinstance(result, str | bytes) or not isinstance(result, Iterable):
+        raise TypeError(f"callback returned {type(result).__name__}: expected items, Requests or None")
+    return result
 
 
 def _chain(result: Any, links: Callable[[], Iterable[Request]]) -> Iterator[object]:
