@@ -18,15 +18,16 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def group_running(group: int) -> bool:
-    """Whether a process of process group ``group`` still runs (a zombie, ended but not yet reaped, holds
-    no file and no lock: it does not count)."""
+def group_running(*groups: int) -> bool:
+    """Whether a process of one of the process groups ``groups`` still runs (a zombie, ended but not yet
+    reaped, holds no file and no lock: it does not count)."""
+    wanted = {str(group) for group in groups}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if fields[0] != "Z" and fields[2] == str(group):
+        if fields[0] != "Z" and fields[2] in wanted:
             return True
     return False
 

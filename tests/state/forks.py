@@ -45,10 +45,16 @@ async def forked(pid: int, count: int, every: float = 0.005) -> list[int]:
 
 
 async def kill_group(process: Process) -> None:
-    """SIGKILL a crawl command and every process of its group, and return once all have ended: one still
-    ending holds its part's state lock, and a crawl started at once on that state would find it in use."""
-    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile (said below)
-        os.killpg(process.pid, signal.SIGKILL)
+    """SIGKILL a crawl command, its processes and what each started, and return once all have ended: one
+    still ending holds its part's state lock, and a crawl started at once on that state would find it in
+    use. Each forked process leads a session of its own (:func:`eclaw.processes.fork.fork`), outside the
+    command's group: it is killed and waited for by its own group."""
+    groups = [process.pid, *children_of(process.pid)]
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile (said below)
+            os.killpg(group, signal.SIGKILL)
     code = await process.wait()
-    assert code in (0, -signal.SIGKILL), f"the crawl to be killed had ended by itself: exit {code}"
-    await until(lambda: not children.group_running(process.pid), 60, every=0.05)  # a look reads every /proc/PID
+    if code not in (0, -signal.SIGKILL):  # what it said tells why
+        said = (await process.stderr.read()).decode(errors="replace").strip() if process.stderr is not None else ""
+        raise AssertionError(f"the crawl to be killed had ended by itself: exit {code}: {said[-2000:]}")
+    await until(lambda: not children.group_running(*groups), 60, every=0.05)  # a look reads every /proc/PID
