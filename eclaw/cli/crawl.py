@@ -208,7 +208,7 @@ async def crawl_with_signals(
             installed.append(signum)
         except (NotImplementedError, RuntimeError):  # not the main thread / platform
             pass
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, installed)  # a forked process starts with them blocked
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, installed)  # a forked process starts with them blocked
     thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
     # The crawl makes and drops many short-lived objects (requests, responses): collect the young
     # generation every 20,000 allocations, not 700, and leave what start-up made out of full collections
@@ -227,6 +227,9 @@ async def crawl_with_signals(
             gc.unfreeze()
         if progress is not None:
             progress.stop()
+        # blocked again where they were (a forked process): one sent as the crawl ended, when the parent
+        # stops the others, has nothing left to stop, and would raise KeyboardInterrupt as it says its stats
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for signum in installed:
             loop.remove_signal_handler(signum)
 

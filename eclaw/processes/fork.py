@@ -22,18 +22,25 @@ _POLL = 0.02  # seconds between two looks for ended processes, where there is no
 
 def fork(run: Callable[[], int]) -> int:
     """Start a process that runs ``run`` (its return value the exit code) in a session of its own (a
-    terminal's Ctrl-C reaches the parent, which passes it on); its pid. Its standard output goes nowhere:
-    the parent prints the summary. Call it with SIGINT and SIGTERM blocked, and no event loop running:
-    the process starts with them blocked, so ``run`` must unblock them once it handles them
-    (:func:`eclaw.cli.crawl.crawl_with_signals` does). One passed on before that waits for the handler,
-    where it would otherwise kill the process as it starts."""
+    terminal's Ctrl-C reaches the parent, which passes it on); its pid, once the process is in its session.
+    Its standard output goes nowhere: the parent prints the summary. Call it with SIGINT and SIGTERM
+    blocked, and no event loop running: the process starts with them blocked, so ``run`` must unblock them
+    once it handles them (:func:`eclaw.cli.crawl.crawl_with_signals` does). One passed on before that waits
+    for the handler, where it would otherwise kill the process as it starts."""
     parent = os.getpid()
+    ready, told = os.pipe()
     pid = os.fork()
     if pid:
+        os.close(told)
+        os.read(ready, 1)  # in its session (or ended): nothing sent to the parent's group reaches it now
+        os.close(ready)
         return pid
     code = 1
     try:
+        os.close(ready)
         os.setsid()
+        _forget_group_signals()
+        os.close(told)
         with contextlib.suppress(OSError, AttributeError):  # killed with the parent, even by kill -9 (Linux)
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() == parent:  # else the parent died before that was asked: nothing to run for
@@ -44,6 +51,14 @@ def fork(run: Callable[[], int]) -> int:
     finally:
         sys.stderr.flush()
         os._exit(code)
+
+
+def _forget_group_signals() -> None:
+    """Drop a SIGINT or SIGTERM that reached the new process through the parent's group, before it had a
+    session of its own: the parent got it too and passes it on once this process is in its session (the
+    parent waits for that); kept, it would count as a second one, which stops a crawl at once."""
+    while signal.sigtimedwait(SIGNALS, 0) is not None:
+        pass
 
 
 async def wait_for(pids: list[int]) -> list[int]:

@@ -132,6 +132,36 @@ async def test_a_ctrl_c_as_the_processes_start_stops_the_crawl_as_a_ctrl_c_later
             assert "Traceback" not in err.decode() and "finish reason" in out.decode(), err.decode()[-2000:]
 
 
+LATE_STOP = """
+import asyncio, os, signal, sys
+from eclaw import Engine, Settings, Spider
+from eclaw.cli.crawl import crawl_with_signals
+from eclaw.processes.fork import SIGNALS, fork, wait_for
+
+class Nothing(Spider):
+    name = "nothing"
+
+def run() -> int:
+    stats = asyncio.run(crawl_with_signals(Engine(Settings(store="")), Nothing, {}, quiet=True))
+    os.kill(os.getpid(), signal.SIGINT)  # the parent stops the others as one ended: this one had too
+    print("said", stats.finish_reason, file=sys.stderr, flush=True)  # its stats, as a process writes them
+    return 0
+
+signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+sys.exit(asyncio.run(wait_for([fork(run)]))[0])
+"""
+
+
+async def test_a_stop_that_comes_as_a_process_ends_its_crawl_has_nothing_left_to_stop() -> None:
+    """A process whose crawl just ended gets the SIGINT the parent sends the others when one ended (its
+    budget spent): it says its stats and exits 0 (it raised KeyboardInterrupt there: 'process 1 failed')."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LATE_STOP, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0 and "said finished" in err.decode(), err.decode()[-2000:]
+
+
 async def test_a_pause_and_a_kill_of_the_whole_crawl_resume_with_each_item_once(tmp_path: Path) -> None:
     parsed, failed = expected()
     state = tmp_path / "state"
