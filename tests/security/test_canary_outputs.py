@@ -365,11 +365,14 @@ async def test_no_planted_secret_in_a_killed_runs_spools_and_state(servers: Serv
         spools = work / "state"  # with --state, a remote output's spool is in the state directory
         saved = f"ftp://eclaw:***@{servers.ftp}/{ftp_name}".encode()  # a checkpoint saved the FTP output's place
 
-        def checkpointed() -> bool:
-            state = [p for p in (work / "state").rglob("*") if p.is_file()] if (work / "state").exists() else []
-            return any(saved in p.read_bytes() for p in state)
+        def checkpointed() -> bool:  # the crawl replaces its files as it runs: one listed may be gone when read
+            try:
+                state = [p.read_bytes() for p in (work / "state").rglob("*") if p.is_file()]
+                return any(p.stat().st_size for p in spools.rglob("spool/*")) and any(saved in s for s in state)
+            except FileNotFoundError:
+                return False
 
-        await until(lambda: any(p.stat().st_size for p in spools.rglob("spool/*")) and checkpointed(), process)
+        await until(checkpointed, process)
         os.kill(process.pid, signal.SIGKILL)
         await process.wait()
         gate.set()
