@@ -227,11 +227,13 @@ async def crawl_with_signals(
             gc.unfreeze()
         if progress is not None:
             progress.stop()
-        # blocked again where they were (a forked process): one sent as the crawl ended, when the parent
-        # stops the others, has nothing left to stop, and would raise KeyboardInterrupt as it says its stats
+        # blocked before (a forked process): one sent as its crawl ended, when the parent stops the others,
+        # has nothing left to stop; ignored (any thread may take it), not a KeyboardInterrupt in its stats
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for signum in installed:
             loop.remove_signal_handler(signum)
+            if signum in mask:
+                signal.signal(signum, signal.SIG_IGN)
 
 
 async def _quietly(engine: Engine, spider: type[Spider], spider_args: dict[str, str]) -> Stats:
