@@ -179,7 +179,7 @@ class HttpCache:
     def _own_cookies(self, request: Request, header: str) -> str:
         """The pairs of a ``Cookie`` header its jar does not hold (``Sessions`` puts the jar's there for
         other fetchers): the jar is keyed by its name, and its cookies change from page to page."""
-        jar = self._jars.cookies(jar_key(request), request.url) if self._jars is not None else {}
+        jar = self._jars.cookies(jar_key(request._meta), request.url) if self._jars is not None else {}
         pairs = (pair.strip().partition("=") for pair in header.split(";"))
         return "; ".join(sorted(f"{k}={v}" for k, _, v in pairs if k and jar.get(k) != v))
 

@@ -253,7 +253,8 @@ class _Outgoing:
         request.depth = self.depth
         request.referer = self.referer
         if self.page is not None:
-            self.policy, self.page = page_policy(self.page), None
+            page = self.page
+            self.policy, self.page = page_policy(page.body, page.headers.get("Referrer-Policy")), None
         if self.policy is not None and not (request._meta and POLICY_KEY in request._meta):
             request.meta[POLICY_KEY] = self.policy  # its own policy, if it has one, wins (as in Scrapy)
 

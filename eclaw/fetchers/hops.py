@@ -196,7 +196,7 @@ class HopHeaders:
         Its ``cookies`` follow the jar's rules (``Secure``, ``domain``, ``path``), with cookies off too."""
         meta = request._meta
         given = meta.get("cookies") if meta else None
-        jars, key = self.jars, jar_key(request)
+        jars, key = self.jars, jar_key(meta)
         if jars is None:
             if not given or moved:
                 return mine
@@ -209,7 +209,7 @@ class HopHeaders:
     def received(self, request: Request, url: str, headers: CIMultiDictProxy[str]) -> None:
         """A response from ``url`` (a hop of ``request``) came: keep the cookies it sets."""
         if self.jars is not None and "Set-Cookie" in headers:
-            self.jars.store(jar_key(request), url, headers.getall("Set-Cookie"))
+            self.jars.store(jar_key(request._meta), url, headers.getall("Set-Cookie"))
 
 
 def referer_for(referer: str, url: str, policy: str | None = None) -> str | None:

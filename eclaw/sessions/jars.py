@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eclaw.exceptions import BadRequest
-from eclaw.http import Request
 from eclaw.http.suffixes import is_public_suffix, registered_domain
 
 __all__ = ["CookieJars", "JarKey", "jar_key"]
@@ -40,9 +39,9 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _BAD_NAME = frozenset('=;, \t"\\()<>@:/[]?{}')  # RFC 6265 token separators
 
 
-def jar_key(request: Request) -> JarKey:
-    """The key of ``request``'s jar: ``meta["cookiejar"]`` (a string or an integer), else ``None``."""
-    meta = request._meta  # not request.meta: that would give every request a dict
+def jar_key(meta: Mapping[str, Any] | None) -> JarKey:
+    """The key of the jar a request's ``meta`` names: ``meta["cookiejar"]`` (a string or an integer),
+    else ``None`` (the jars know a request by this key alone, never the request itself)."""
     key = meta.get("cookiejar") if meta else None
     if key is not None and (isinstance(key, bool) or not isinstance(key, str | int)):
         raise BadRequest(f"meta['cookiejar'] must be a string or an integer, not {type(key).__name__}")

@@ -10,11 +10,7 @@ A request's policy is its ``meta["referrer_policy"]``, else the policy of the pa
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
-
-if TYPE_CHECKING:
-    from eclaw.http import Response
 
 __all__ = ["DEFAULT_POLICY", "META_KEY", "POLICIES", "known_policy", "page_policy", "referrer"]
 
@@ -51,17 +47,17 @@ def known_policy(value: str | None) -> str | None:
     return None
 
 
-def page_policy(response: Response) -> str | None:
-    """The policy a page sets for the requests found on it: its ``<meta name="referrer">`` (which a
-    browser applies after the header), else its ``Referrer-Policy`` header; ``None`` if neither."""
-    body = response.body
+def page_policy(body: bytes, header: str | None) -> str | None:
+    """The policy a page sets for the requests found on it: its ``<meta name="referrer">`` in its
+    ``body`` (which a browser applies after the header), else its ``Referrer-Policy`` ``header``;
+    ``None`` if neither."""
     if b"eferrer" in body or b"EFERRER" in body:  # cheap: most pages name no policy
         tag = _META_TAG.search(body)
         content = _CONTENT.search(tag.group()) if tag is not None else None
         policy = known_policy(content.group(1).decode("latin-1")) if content is not None else None
         if policy is not None:
             return policy
-    return known_policy(response.headers.get("Referrer-Policy"))
+    return known_policy(header)
 
 
 def referrer(page: str, url: str, policy: str | None = None) -> str | None:
