@@ -76,7 +76,7 @@ def _carries(value: object) -> bool:
     """``value`` is a request or a response, a batch of them, or an event (a dataclass) that carries one."""
     if isinstance(value, Request | Response):
         return True
-    if isinstance(value, list | tuple) and value and isinstance(value[0], Request | Response):
+    if type(value) in (list, tuple) and value and isinstance(value[0], Request | Response):  # not a subclass's []
         return True
     fields = getattr(type(value), "__dataclass_fields__", None)
     return bool(fields) and not fields.keys().isdisjoint(("request", "response", "requests"))

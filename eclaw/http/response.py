@@ -10,10 +10,10 @@ from urllib.parse import urljoin
 
 from lxml import etree
 from multidict import CIMultiDict, CIMultiDictProxy
-from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding
 from w3lib.url import safe_url_string
 
 from eclaw.exceptions import NotTextResponse
+from eclaw.http.charsets import BOMS, declared_charset, decoded
 from eclaw.http.iterators import csv_rows, xml_nodes
 from eclaw.http.mediatypes import binary_kind
 from eclaw.http.request import Request, plain_request
@@ -32,7 +32,6 @@ __all__ = ["LinkRule", "Response", "RuleLinks", "register_rule_links"]
 
 T = TypeVar("T")
 _BASE_TAG = re.compile(rb"<base[\s>/]", re.I)
-_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 # follow_all's keywords that make a link rule (eclaw.discovery.Rule's link options; a test keeps them in step)
 RULE_KEYWORDS = frozenset(
     {"allow", "deny", "allow_domains", "deny_domains", "restrict_css", "restrict_xpaths", "strategy",
@@ -131,7 +130,7 @@ class Response:
     @lazy
     def encoding(self) -> str:
         """The charset used to decode ``text``."""
-        if self._declared == "utf-8" and not self.body.startswith(_BOMS):
+        if self._declared == "utf-8" and not self.body.startswith(BOMS):
             return "utf-8"  # known without decoding the body (lxml parses the bytes)
         return self._decoded[0]
 
@@ -143,33 +142,11 @@ class Response:
     @lazy
     def _declared(self) -> str | None:
         """The charset the Content-Type header, else the document, declares."""
-        content_type = self.headers.get("Content-Type", "")
-        declared = http_content_type_encoding(content_type) if "charset" in content_type.lower() else None
-        if declared is None:
-            start = self.body[:1024]
-            if _utf8_declared(start):
-                return "utf-8"  # by far the commonest declaration: skip the full scan
-            head = self.body[:4096].lower()
-            if _utf8_declared(head[:1024]):
-                declared = "utf-8"
-            elif b"charset" in head or b"encoding" in head:
-                declared = html_body_declared_encoding(self.body)
-        return declared
+        return declared_charset(self.headers.get("Content-Type", ""), self.body)
 
     @lazy
     def _decoded(self) -> tuple[str, str]:
-        body, declared = self.body, self._declared
-        content_type = self.headers.get("Content-Type", "")
-        if not body.startswith(_BOMS):
-            # UTF-8, declared or not, is most of the web: decode it directly.
-            if declared == "utf-8":
-                return "utf-8", body.decode("utf-8", "replace")
-            if declared is None:
-                try:
-                    return "utf-8", body.decode("utf-8")
-                except UnicodeDecodeError:
-                    pass
-        return html_to_unicode(content_type, body, auto_detect_fun=_detect_encoding)
+        return decoded(self.headers.get("Content-Type", ""), self.body, self._declared)
 
     @lazy
     def is_text(self) -> bool:
@@ -410,19 +387,3 @@ def _href(link: Any) -> str:
     if attrib is not None:
         return str(attrib.get("href", "")).strip()
     raise TypeError(f"cannot follow {link!r}: expected a URL string or a link element")
-
-
-def _utf8_declared(start: bytes) -> bool:
-    """``start`` declares UTF-8 (a form's ``accept-charset="utf-8"`` is not the page's charset)."""
-    for needle in (b'charset="utf-8"', b"charset=utf-8", b'charset="UTF-8"'):
-        at = start.find(needle)
-        if at == 0 or (at > 0 and start[at - 1] != 0x2D):  # 0x2D: "-", as in accept-charset
-            return True
-    return False
-
-
-def _detect_encoding(body: bytes) -> str | None:
-    from charset_normalizer import from_bytes
-
-    best = from_bytes(body[:65536]).best()
-    return best.encoding if best is not None else None
