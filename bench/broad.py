@@ -365,7 +365,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--eclaw-set", action="append", default=[], metavar="KEY=VALUE", help="an eclaw setting")
     parser.add_argument("--quick", action="store_true", help="100 and 1,000 hosts, 40 s windows: a few minutes")
     parser.add_argument("--rounds", type=int, default=1, help="each configuration's contenders N times, alternated")
-    parser.add_argument("--profile", action="store_true", help="then py-spy eclaw: the single host, the most hosts")
+    parser.add_argument(
+        "--profile", action="store_true", help="then py-spy eclaw (and the floor if a contender): one host, most hosts"
+    )
     parser.add_argument("--out", default=str(RESULTS / "broad.json"))
     args = parser.parse_args()
     if args.quick:
@@ -413,7 +415,7 @@ def main() -> None:
         "summary": summary(runs, cfgs),
     }
     if args.profile:
-        report["profiles"] = profiles(cfgs)
+        report["profiles"] = profiles(cfgs, floor="baseline" in contenders)
     report["machine"]["load_after"] = os.getloadavg()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -423,16 +425,18 @@ def main() -> None:
     print(f"\nwritten to {out}")
 
 
-def profiles(cfgs: list[Config]) -> dict[str, dict[str, Any]]:
+def profiles(cfgs: list[Config], *, floor: bool = False) -> dict[str, dict[str, Any]]:
     """eclaw again under py-spy on the single host and on the broad configuration of the most hosts:
-    where a page's CPU goes at both ends of the scale."""
+    where a page's CPU goes at both ends of the scale; with ``floor``, the floor too (``NAME floor``),
+    the same groups side by side."""
     broad = [c for c in cfgs if c.mode == "broad"]
     chosen = [c for c in cfgs if c.mode == "single"] + ([max(broad, key=lambda c: c.hosts)] if broad else [])
     found = {}
     for config in chosen:
-        raw = CACHE / f"profile-{config.name}.txt"
-        print(f"{config.name}: eclaw under py-spy ...", flush=True)
-        found[config.name] = {"run": run_one("eclaw", config, raw), **summarize(raw)}
+        for contender, name in [("eclaw", config.name)] + [("baseline", f"{config.name} floor")] * floor:
+            raw = CACHE / f"profile-{name.replace(' ', '-')}.txt"
+            print(f"{name}: {contender} under py-spy ...", flush=True)
+            found[name] = {"run": run_one(contender, config, raw), **summarize(raw)}
     return found
 
 
